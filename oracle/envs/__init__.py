@@ -1,0 +1,1 @@
+"""One module per oracle environment; `oracle.inventory` names them in serving order."""

@@ -1,0 +1,1 @@
+"""Synthesis tasks: infer a hidden rule from examples and answer with it."""
