@@ -1,0 +1,3 @@
+"""kiln-verify: conformance and verification for OpenEnv rollouts and the HF/TRL hand-off."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The project's whole check: lint, strict typing, then the test suite.
+# README's test command and .ci/run both call this script, so they can never drift apart.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== ruff"
+ruff check .
+echo "== mypy --strict"
+mypy
+echo "== pytest"
+set +e
+python -m pytest "$@"
+status=$?
+set -e
+# Exit status 5 means "no tests collected": a selection that matched nothing is not a failure
+# of the project, but it must never pass silently either, so say so and succeed explicitly.
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests for this selection" >&2
+  exit 0
+fi
+exit "$status"
