@@ -1,0 +1,115 @@
+"""Every size, count and duration bound, by name.
+
+A bound lives here and nowhere else, so that docs, error messages (which name the
+constant) and boundary tests all refer to one value. Where a value comes from the Kiln
+reference contracts the comment cites the section of ``shared/reference``; values chosen
+here say why. Byte sizes are exact powers of two (``KiB``/``MiB``/``GiB``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+KiB: Final = 1024
+MiB: Final = 1024 * KiB
+GiB: Final = 1024 * MiB
+
+# --- error reporting --------------------------------------------------------------------
+
+MAX_ERROR_SNIPPET_CHARS: Final = 80
+"""Characters of peer-supplied text an error message may quote (keys, names, values)."""
+
+# --- strict JSON parsing (core.jsonio) ---------------------------------------------------
+
+MAX_JSON_DEPTH: Final = 127
+"""Deepest accepted nesting of arrays/objects (the root container is depth 1).
+
+serde_json, the parser behind Kiln, starts with a recursion budget of 128 and fails when
+it reaches 0, i.e. it accepts 127 levels and rejects 128. Matching it means we accept no
+document Kiln rejects and reject none it accepts. The encoder refuses the same depth.
+"""
+
+MAX_JSON_NUMBER_CHARS: Final = 256
+"""Longest accepted number token (sign, digits, fraction and exponent together).
+
+Far above any honest spelling (an i64 is 20 characters, a shortest round-trip f64 at
+most 24, a full 17-digit expansion with exponent ~26) and far below Python's quadratic
+``int(str)`` cost (the interpreter's own guard is 4300 digits). Strings have no separate
+bound: decoding them is linear and the caller's byte cap already bounds their length.
+"""
+
+# --- hashing (core.digest) ---------------------------------------------------------------
+
+HASH_CHUNK_BYTES: Final = 1 * MiB
+"""Read size for streaming SHA-256; large enough that hashing, not syscalls, dominates."""
+
+MAX_ARTIFACT_PATH_BYTES: Final = 512
+"""Longest artifact ``relative_path`` in UTF-8 bytes (kiln-hf-trl-contract §5.2, §7)."""
+
+MAX_BASE_SHARDS: Final = 4096
+"""Most base-model weight shards in one aggregate (kiln-hf-trl-contract §7; at least 1)."""
+
+# --- documents read from a bundle ---------------------------------------------------------
+
+MAX_MANIFEST_BYTES: Final = 4 * MiB
+"""Export/result/import manifest JSON read from a bundle (kiln-hf-trl-contract §7)."""
+
+MAX_OPENENV_DATASET_BYTES: Final = 256 * MiB
+"""``openenv.rollouts.jsonl`` (kiln-openenv-contract §5.6, §6 and collector constants)."""
+
+MAX_OPENENV_REPLAY_BYTES: Final = 256 * MiB
+"""``openenv.replay.json`` (kiln-openenv-contract §5.6, §6)."""
+
+MAX_OPENENV_SUMMARY_BYTES: Final = 256 * MiB
+"""``openenv.rollout-summary.json`` including its trailing LF (kiln-openenv-contract §6)."""
+
+MAX_GRPO_DATASET_BYTES: Final = 64 * GiB
+"""GRPO ``train.jsonl`` (kiln-hf-trl-contract §7; at least 1 byte)."""
+
+MAX_GRPO_ROW_BYTES: Final = 256 * MiB
+"""One GRPO row including its LF (kiln-hf-trl-contract §7)."""
+
+MAX_GRPO_GROUPS: Final = 10_000_000
+"""Rows (groups) in one GRPO corpus (kiln-hf-trl-contract §7; at least 1)."""
+
+# --- OpenEnv wire (kiln-openenv-contract §8.1) ------------------------------------------
+
+MAX_DISCOVERY_BODY_BYTES: Final = 2 * MiB
+"""Each discovery or Task-API HTTP response body."""
+
+MAX_SERVER_FRAME_BYTES: Final = 512 * KiB
+"""One server-to-client WebSocket message."""
+
+MAX_CLIENT_FRAME_BYTES: Final = 16 * MiB
+"""One client-to-server WebSocket message."""
+
+MAX_TASK_COLLECTION_ITEMS: Final = 16384
+"""Items in one raw task collection returned by the Task API."""
+
+MAX_CATALOG_NAMES: Final = 256
+"""Names in one catalog list (environments, splits)."""
+
+MAX_SELECTOR_BYTES: Final = 1024
+"""Environment-name or split selector, in UTF-8 bytes (at least 1)."""
+
+HTTP_REQUEST_TIMEOUT_S: Final = 60.0
+"""Default whole-request timeout for discovery and Task-API calls."""
+
+HTTP_CONNECT_TIMEOUT_S: Final = 10.0
+"""Connect timeout for every HTTP request and WebSocket upgrade."""
+
+# --- OpenEnv collection (kiln-openenv-contract, "Hard limits (collector constants)") -----
+
+MAX_ENVIRONMENTS: Final = 64
+MAX_GROUPS: Final = 16384
+MAX_GROUP_SIZE: Final = 256
+MAX_ROLLOUTS: Final = 16384
+MAX_STEPS: Final = 256
+MAX_CONCURRENCY: Final = 256
+MAX_ACTION_TOKENS: Final = 16384
+MAX_RECOVERABLE_ERRORS: Final = 64
+MAX_CAPACITY_WAIT_S: Final = 3600.0
+MAX_TASK_PAGE: Final = 200
+MAX_RESET_OPTIONS_FILE_BYTES: Final = 16 * MiB - 1024
+MAX_RETAINED_BYTES: Final = 512 * MiB - 1 * MiB
+"""Budget for reset data, actions, observations, errors and final states kept in memory."""
