@@ -98,6 +98,39 @@ HTTP_REQUEST_TIMEOUT_S: Final = 60.0
 HTTP_CONNECT_TIMEOUT_S: Final = 10.0
 """Connect timeout for every HTTP request and WebSocket upgrade."""
 
+MAX_BASE_URL_CHARS: Final = 2048
+"""An environment base URL, in characters; far above any honest URL."""
+
+MAX_PROTOCOL_MESSAGE_CHARS: Final = 1024
+"""Characters of a server error `message` kept in a report (the frame cap bounds the rest)."""
+
+MAX_CREDENTIAL_ENV_NAME_CHARS: Final = 128
+"""Name of the environment variable that holds a bearer token (kiln-openenv-contract §8.7)."""
+
+MAX_CREDENTIAL_TOKEN_BYTES: Final = 8192
+"""A bearer token, in bytes; a bound on what goes into one header."""
+
+MAX_ACTION_ISSUES: Final = 4
+"""Issues reported for one schema-invalid action (kiln-openenv-contract §8.6)."""
+
+MAX_POINTER_BYTES: Final = 192
+"""One rendered JSON Pointer in an action issue, in UTF-8 bytes (§8.6)."""
+
+MAX_SCHEMA_REFS: Final = 4096
+"""`$ref` occurrences in one action schema; a bound on hostile schemas."""
+
+KEEP_ALIVE_MIN_S: Final = 0.01
+"""Lower clamp of the keep-alive `state` interval, `clamp(request_timeout / 4, ...)` (§8.5)."""
+
+KEEP_ALIVE_MAX_S: Final = 10.0
+"""Upper clamp of the keep-alive `state` interval (§8.5)."""
+
+CAPACITY_BACKOFF_STEP_S: Final = 0.25
+"""Capacity backoff per retry: `min(step x retries, max, remaining)` (§7.2)."""
+
+CAPACITY_BACKOFF_MAX_S: Final = 2.0
+"""Longest single capacity backoff (§7.2)."""
+
 # --- OpenEnv collection (kiln-openenv-contract, "Hard limits (collector constants)") -----
 
 MAX_ENVIRONMENTS: Final = 64

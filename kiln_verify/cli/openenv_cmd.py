@@ -1,0 +1,142 @@
+"""`kiln-verify openenv ...`: inspect an OpenEnv server and list its Task API catalog.
+
+A thin front end over :mod:`kiln_verify.openenv.client` and :mod:`kiln_verify.openenv.tasks`:
+parse arguments, run one coroutine, render the typed result as a rich table or as JSON.
+Every failure is a typed error printed as code, rule and fix (with the token redacted)
+and exits with the error's own status: 1 for a contract or protocol failure, 2 for usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kiln_verify.errors import KilnError
+from kiln_verify.limits import MAX_TASK_PAGE
+from kiln_verify.openenv.client import OpenEnvClient
+from kiln_verify.openenv.tasks import TaskCatalog, task_catalog
+
+T = TypeVar("T")
+
+openenv_app = typer.Typer(
+    name="openenv",
+    help="Inspect OpenEnv environment servers (discovery, identity, Task API).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_ENVIRONMENT = typer.Option(..., "--environment", help="Base URL of the OpenEnv server.")
+_CREDENTIAL = typer.Option(
+    None, "--credential-env", help="NAME of an environment variable holding a bearer token."
+)
+_JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+
+
+def _run(url: str, credential_env: str | None, work: Callable[[OpenEnvClient], Awaitable[T]]) -> T:
+    """Build the client, run ``work``, map typed errors to their exit status."""
+    client: OpenEnvClient | None = None
+
+    async def main() -> T:
+        nonlocal client
+        client = OpenEnvClient(url, credential_env=credential_env)
+        async with client:
+            return await work(client)
+
+    try:
+        return asyncio.run(main())
+    except KilnError as exc:
+        text = str(exc)
+        if client is not None:
+            text = client.redact(text)
+        typer.echo(f"error: {text}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+@openenv_app.command("inspect")
+def inspect_command(
+    environment: str = _ENVIRONMENT,
+    credential_env: str | None = _CREDENTIAL,
+    as_json: bool = _JSON,
+) -> None:
+    """Health, discovery and the identity record (kiln.openenv-identity.v1)."""
+
+    async def work(client: OpenEnvClient) -> dict[str, Any]:
+        return (await client.inspect()).identity.to_json()
+
+    record = _run(environment, credential_env, work)
+    if as_json:
+        typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
+        return
+    table = Table(title="OpenEnv environment identity", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for key in (
+        "base_url",
+        "websocket_url",
+        "authentication",
+        "openapi_version",
+        "schema_sha256",
+        "discovery_sha256",
+    ):
+        table.add_row(key, str(record[key]))
+    table.add_row("environments", ", ".join(record["environments"]) or "-")
+    metadata = record["metadata"]
+    for key in ("name", "version", "author", "description"):
+        table.add_row(f"metadata.{key}", str(metadata.get(key) or "-"))
+    Console().print(table)
+
+
+@openenv_app.command("tasks")
+def tasks_command(
+    environment: str = _ENVIRONMENT,
+    environment_name: str | None = typer.Option(
+        None, "--environment-name", help="Environment to list (default: the only one)."
+    ),
+    split: str | None = typer.Option(None, "--split", help="Split to page through."),
+    start: int = typer.Option(0, "--start", min=0, help="First task index of the page."),
+    limit: int = typer.Option(
+        50, "--limit", min=1, max=MAX_TASK_PAGE, help=f"Tasks per page (1..{MAX_TASK_PAGE})."
+    ),
+    credential_env: str | None = _CREDENTIAL,
+    as_json: bool = _JSON,
+) -> None:
+    """The Task API catalog: splits and, with --split, one page of (untrusted) task rows."""
+
+    async def work(client: OpenEnvClient) -> TaskCatalog:
+        return await task_catalog(client, environment_name, split, start, limit)
+
+    catalog = _run(environment, credential_env, work)
+    if as_json:
+        typer.echo(json.dumps(catalog.to_json(), indent=2, ensure_ascii=False))
+        return
+    console = Console()
+    console.print(
+        f"environment [bold]{catalog.environment_name}[/bold]: task API {catalog.task_api}",
+        markup=True,
+        highlight=False,
+    )
+    if catalog.splits:
+        table = Table(title="splits")
+        table.add_column("name")
+        table.add_column("type")
+        for item in catalog.splits:
+            table.add_row(item.name, item.type or "-")
+        console.print(table)
+    if catalog.tasks is not None:
+        rows = Table(
+            title=f"{catalog.selected_split}: tasks {catalog.start}..{catalog.stop} "
+            f"of {catalog.num_tasks}"
+        )
+        rows.add_column("index")
+        rows.add_column("task (untrusted)", overflow="fold")
+        for offset, row in enumerate(catalog.tasks):
+            text = json.dumps(row, ensure_ascii=True, sort_keys=True)
+            rows.add_row(str((catalog.start or 0) + offset), text[:200])
+        console.print(rows, markup=False)
