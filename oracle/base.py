@@ -181,6 +181,8 @@ def _parse_difficulty(raw: object) -> int:
         return DEFAULT_DIFFICULTY
     if isinstance(raw, str) and raw in DIFFICULTY_NAMES:
         return DIFFICULTY_NAMES[raw]
-    if isinstance(raw, int) and not isinstance(raw, bool) and MIN_DIFFICULTY <= raw <= MAX_DIFFICULTY:
-        return raw
-    raise ExecutionError("difficulty must be an integer 1..5 or one of easy, medium, hard")
+    if isinstance(raw, bool) or not isinstance(raw, int) or not (
+        MIN_DIFFICULTY <= raw <= MAX_DIFFICULTY
+    ):
+        raise ExecutionError("difficulty must be an integer 1..5 or one of easy, medium, hard")
+    return raw

@@ -47,11 +47,22 @@ class SplitMix64:
             items[i], items[j] = items[j], items[i]
 
 
+def _first_output(state: int) -> int:
+    """`SplitMix64(state).next_u64()` without building an object (bandit's hot path)."""
+    z = (state + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
 def derive_seed(seed: int, *labels: str | int) -> int:
-    """A child seed for an independent stream (`derive_seed(seed, "payout", arm)`)."""
-    rng = SplitMix64(seed)
-    value = rng.next_u64()
+    """A child seed for an independent stream (`derive_seed(seed, "payout", arm)`).
+
+    Each label byte (and a NUL after each label) is folded in as
+    `value = SplitMix64(value ^ byte).next_u64()`.
+    """
+    value = _first_output(seed & _MASK)
     for label in labels:
         for byte in str(label).encode("utf-8") + b"\x00":
-            value = SplitMix64(value ^ byte).next_u64()
+            value = _first_output(value ^ byte)
     return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kiln_verify import __version__
+from kiln_verify.cli.openenv_cmd import openenv_app
 from kiln_verify.cli.oracle_cmd import oracle_app
 
 app = typer.Typer(
@@ -15,6 +16,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(oracle_app, name="oracle")
+app.add_typer(openenv_app, name="openenv")
 
 
 def _version_callback(value: bool) -> None:

@@ -1,0 +1,123 @@
+"""Everything one oracle server shares between its HTTP routes and its WebSocket sessions.
+
+All of it lives on the server's single event loop and environment calls run inline, so
+the session accounting needs no lock: a check and the reservation that follows it are
+never separated by an `await`, which is what makes the capacity limit exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+from collections.abc import Mapping
+from typing import Any
+
+from oracle import schemas
+from oracle.base import Environment
+from oracle.faults import Faults
+from oracle.wire import dumps_bytes
+
+#: Default `--max-sessions`: generous for a test machine, small enough to bound memory.
+DEFAULT_MAX_SESSIONS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Documents:
+    """The discovery bodies, serialised once: `/metadata` and `/schema` are per-frame cheap."""
+
+    metadata: bytes
+    schema: bytes
+
+    @classmethod
+    def build(cls, env: type[Environment], *, drifted: bool) -> Documents:
+        return cls(
+            metadata=dumps_bytes(schemas.metadata_document(env, drifted=drifted)),
+            schema=dumps_bytes(schemas.schema_document(env, drifted=drifted)),
+        )
+
+
+class CapacityRefused(Exception):
+    """The numbers for OpenEnv's `CAPACITY_REACHED` frame."""
+
+    def __init__(self, active: int, maximum: int) -> None:
+        super().__init__(
+            f"Server at capacity: {active}/{maximum} sessions active. "
+            "Cannot accept new connections.")
+        self.active = active
+        self.maximum = maximum
+
+
+class ServerContext:
+    """Per-server configuration, precomputed documents and live session counters."""
+
+    def __init__(self, env: type[Environment], *, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                 faults: Faults | None = None) -> None:
+        if max_sessions < 1:
+            raise ValueError("max_sessions must be at least 1")
+        self.env = env
+        self.max_sessions = max_sessions
+        self.faults = faults or Faults()
+        self.token = self.faults.bearer_token()
+        self.fields = env.action_fields
+        self.documents = Documents.build(env, drifted=False)
+        self.drifted_documents = Documents.build(env, drifted=True)
+        self.list_environments = dumps_bytes([env.env_name])
+        self.openapi = schemas.openapi_document()
+        self.active_sessions = 0
+        self.session_attempts = 0
+        self.ws_resets = 0
+        self.reset_nonce = 0
+
+    def make_env(self) -> Environment:
+        """The environment factory; the `factory-error` fault makes every call fail."""
+        if self.faults.factory_error:
+            raise RuntimeError("factory-error fault: the environment factory failed")
+        return self.env()
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Reserve a slot or raise `CapacityRefused`; `flaky-capacity` refuses every Nth."""
+        self.session_attempts += 1
+        flaky = self.faults.flaky_capacity
+        if self.active_sessions >= self.max_sessions or (
+                flaky is not None and self.session_attempts % flaky == 0):
+            raise CapacityRefused(self.active_sessions, self.max_sessions)
+        self.active_sessions += 1
+
+    def release(self) -> None:
+        self.active_sessions -= 1
+
+    # -- identity ----------------------------------------------------------------------------
+
+    def count_reset(self) -> None:
+        self.ws_resets += 1
+
+    def current_documents(self) -> Documents:
+        """`identity-drift=K`: the original identity for the first K WebSocket resets."""
+        drift = self.faults.identity_drift
+        if drift is not None and self.ws_resets > drift:
+            return self.drifted_documents
+        return self.documents
+
+    # -- faults that touch observations and credentials -----------------------------------
+
+    def authorized(self, headers: Mapping[bytes, bytes] | None) -> bool:
+        """`require-bearer`: exact `Bearer <token>`, compared in constant time."""
+        if self.token is None:
+            return True
+        value = (headers or {}).get(b"authorization", b"")
+        scheme, _, credential = value.partition(b" ")
+        return bool(scheme.lower() == b"bearer" and hmac.compare_digest(credential, self.token))
+
+    def decorate_reset(self, observation: dict[str, Any], authorization: str | None) -> None:
+        """Apply `reflect-authorization` and `nondeterministic-reset` to a reset observation."""
+        if self.faults.reflect_authorization:
+            observation["authorization"] = authorization
+        if self.faults.nondeterministic_reset:
+            self.reset_nonce += 1
+            text = observation.get("input_text")
+            if isinstance(text, str):
+                observation["input_text"] = f"{text}\n(reset nonce {self.reset_nonce})"
+            else:
+                observation["reset_nonce"] = self.reset_nonce
