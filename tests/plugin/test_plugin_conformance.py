@@ -1,0 +1,126 @@
+"""The conformance suite end to end: oracle inventory, fault profiles, the report file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kilnkit import CONFORMANCE, load_report, verdicts
+
+from pytest_kiln.cases import CASES, CASES_BY_ID, Level, Verdict, run_case
+from pytest_kiln.report import REPORT_FORMAT
+
+pytest_plugins = ["pytester"]
+
+CASE_IDS = {case.id for case in CASES}
+
+
+def test_inventory_ids_are_stable_and_well_formed() -> None:
+    assert len(CASE_IDS) == len(CASES)
+    for case in CASES:
+        assert case.id.count(".") == 1
+        assert case.id == case.id.lower()
+        assert case.clause.startswith(("openenv-wire-protocol.md §", "kiln-openenv-contract.md"))
+        assert "should" not in case.requirement.lower()
+    for required in ("health.status-200", "ws.step-observation", "error.session-error-non-object",
+                     "capacity.capacity-reached", "determinism.reset-same-seed", "ws.ping",
+                     "task-api.catalog-or-501", "post-done.frozen"):
+        assert required in CASE_IDS
+    assert CASES_BY_ID["determinism.reset-same-seed"].level is Level.SHOULD
+
+
+def test_must_cases_pass_on_several_oracles(pytester: pytest.Pytester) -> None:
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "kiln", "--kiln-oracle", "counter,bandit,algebra,dyna",
+        "--kiln-report", str(report), *CONFORMANCE,
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*kiln conformance: * OK, 0 NON-STRICT, 0 FAILED*"])
+    data = load_report(report)
+    assert data["format"] == REPORT_FORMAT
+    assert data["conforming"] is True
+    assert [e["id"] for e in data["endpoints"]] == [
+        "oracle-algebra", "oracle-bandit", "oracle-counter", "oracle-dyna"]
+    found = verdicts(data)
+    assert len(found) == 4 * len(CASES)
+    for endpoint in ("oracle-counter", "oracle-bandit", "oracle-algebra", "oracle-dyna"):
+        assert {case for (ep, case) in found if ep == endpoint} == CASE_IDS
+        assert found[(endpoint, "ws.step-observation")] == "OK"
+    assert set(found.values()) <= {"OK", "SKIPPED"}
+    assert data["summary"]["FAILED"] == 0
+    assert sum(data["summary"].values()) == 4 * len(CASES)
+    assert data["summary_line"].startswith("kiln conformance: ")
+
+
+def test_full_inventory_has_no_failed_must(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "kiln", "--kiln-oracle", "all", *CONFORMANCE)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*0 NON-STRICT, 0 FAILED*"])
+
+
+def test_fault_profiles_fail_the_right_cases(
+    pytester: pytest.Pytester, fault_server: Any
+) -> None:
+    binary = fault_server("bandit", ["binary-frame"])
+    wrong = fault_server("counter", ["wrong-response-type"])
+    nondet = fault_server("bandit", ["nondeterministic-reset"])
+    report = pytester.path / "faults.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "kiln", "-rf", "--kiln-report", str(report),
+        "--kiln-openenv-url", binary.base_url, "--kiln-openenv-url", wrong.base_url,
+        "--kiln-openenv-url", nondet.base_url, *CONFORMANCE,
+    )
+    assert result.ret == 1
+    found = verdicts(load_report(report))
+    for handle in (binary, wrong):
+        failed = {c for (ep, c), v in found.items() if ep == handle.base_url and v == "FAILED"}
+        assert failed == {"ws.step-observation", "reward.typed"}, (handle, failed)
+        result.stdout.fnmatch_lines(
+            [f"FAILED *test_conformance[[]{handle.base_url}-ws.step-observation[]]*"]
+        )
+    assert found[(nondet.base_url, "determinism.reset-same-seed")] == "NON-STRICT"
+    assert not [v for (ep, _), v in found.items() if ep == nondet.base_url and v == "FAILED"]
+    # the NON-STRICT case is still a passing pytest test
+    assert f"{nondet.base_url}-determinism" not in "".join(
+        line for line in result.outlines if line.startswith("FAILED"))
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 4
+    result.stdout.fnmatch_lines(["*kiln conformance: * OK, * NON-STRICT, 4 FAILED*"])
+
+
+def test_capacity_case_against_a_one_session_server(fault_server: Any) -> None:
+    handle = fault_server("counter", [], max_sessions=1)
+    result = run_case(CASES_BY_ID["capacity.capacity-reached"], handle.base_url)
+    assert result.verdict is Verdict.OK, result
+    assert "max 1" in result.detail
+
+
+def test_unreachable_endpoint_fails_must_cases(pytester: pytest.Pytester) -> None:
+    report = pytester.path / "down.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "kiln", "--kiln-openenv-url", "http://127.0.0.1:9", "--kiln-report", str(report),
+        "-k", "health or discovery.openapi", *CONFORMANCE,
+    )
+    assert result.ret == 1
+    found = verdicts(load_report(report))
+    assert found[("http://127.0.0.1:9", "health.status-200")] == "FAILED"
+    assert found[("http://127.0.0.1:9", "discovery.openapi")] == "NON-STRICT"
+
+
+def test_report_section_is_attached(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "-p", "kiln", "--kiln-oracle", "counter", "-rA", "-k", "health", *CONFORMANCE)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*kiln*", "health.status-200 [[]MUST, *[]] on oracle-counter: OK"])
+
+
+def test_report_path_that_exists_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    existing: Path = pytester.path / "exists.json"
+    existing.write_text("{}", encoding="utf-8")
+    result = pytester.runpytest_subprocess(
+        "-p", "kiln", "--kiln-oracle", "counter", "--kiln-report", str(existing), *CONFORMANCE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--kiln-report*already exists*remove it or choose a new path*"])
+    assert existing.read_text(encoding="utf-8") == "{}"
