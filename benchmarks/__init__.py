@@ -1,0 +1,1 @@
+"""Reproducible ratio benchmarks; `docs/performance.md` holds the latest numbers."""
