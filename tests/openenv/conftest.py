@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from oekit import Start
 
 from oracle.runner import ServerConfig, ServerHandle, start_server, start_servers
+from tests.openenv.oekit import Start
 
 
 @pytest.fixture(scope="session")

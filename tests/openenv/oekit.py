@@ -1,4 +1,4 @@
-"""Helpers shared by the OpenEnv client tests (a plain module: pytest puts this dir on sys.path)."""
+"""Helpers shared by the OpenEnv client tests (imported as tests.openenv.oekit)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ import json
 
 import httpx
 import pytest
-from oekit import Start, canonical_sha256, run
 
 from kiln_verify.errors import (
     EnvironmentHttpStatus,
@@ -24,6 +23,7 @@ from kiln_verify.openenv.identity import (
     ensure_unchanged,
 )
 from oracle.runner import ServerHandle
+from tests.openenv.oekit import Start, canonical_sha256, run
 
 
 async def _inspect(url: str, **kwargs: object) -> Inspection:

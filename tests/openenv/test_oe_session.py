@@ -6,7 +6,6 @@ import asyncio
 import time
 
 import pytest
-from oekit import Start, run
 
 from kiln_verify.errors import (
     CapacityExhausted,
@@ -26,6 +25,7 @@ from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.session import keep_alive_interval
 from kiln_verify.openenv.wire import ErrorCode, Reward
 from oracle.runner import ServerHandle
+from tests.openenv.oekit import Start, run
 
 SECRET = "kiln-test-token-7f3a9c"
 

@@ -6,7 +6,6 @@ import json
 
 import httpx
 import pytest
-from oekit import Start, run
 from typer.testing import CliRunner
 
 from kiln_verify.cli import app
@@ -14,6 +13,7 @@ from kiln_verify.errors import TaskApiInvalid, UsageError
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.tasks import TaskCatalog, segment, task_catalog
 from oracle.runner import ServerHandle
+from tests.openenv.oekit import Start, run
 
 SECRET = "kiln-cli-token-55aa"
 runner = CliRunner()

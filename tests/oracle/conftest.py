@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from serverkit import Start, TinyEnvironment
 
 from oracle.base import Environment
 from oracle.runner import ServerConfig, ServerHandle, start_server
+from tests.oracle.serverkit import Start, TinyEnvironment
 
 
 @pytest.fixture

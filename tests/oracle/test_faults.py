@@ -10,7 +10,16 @@ from typing import Any
 
 import httpx
 import pytest
-from serverkit import (
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
+
+from oracle.faults import (
+    DEFAULT_OVERSIZED_BYTES,
+    DEFAULT_UNSOLICITED_SECONDS,
+    FaultError,
+    Faults,
+    parse_faults,
+)
+from tests.oracle.serverkit import (
     RawSocket,
     Start,
     ask,
@@ -20,15 +29,6 @@ from serverkit import (
     receive,
     send,
     wait_until,
-)
-from websockets.exceptions import ConnectionClosedError, InvalidStatus
-
-from oracle.faults import (
-    DEFAULT_OVERSIZED_BYTES,
-    DEFAULT_UNSOLICITED_SECONDS,
-    FaultError,
-    Faults,
-    parse_faults,
 )
 
 RESET: dict[str, Any] = {"type": "reset", "data": {"seed": 3}}

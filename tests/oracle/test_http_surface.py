@@ -9,12 +9,12 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, create_model
-from serverkit import Start, TaskEnvironment, TinyEnvironment
 
 from oracle import schemas
 from oracle.base import ObservationField
 from oracle.runner import ServerHandle
 from oracle.validation import reset_body_errors, step_body_errors
+from tests.oracle.serverkit import Start, TaskEnvironment, TinyEnvironment
 
 
 @pytest.fixture(scope="module")

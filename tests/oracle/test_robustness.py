@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
-from serverkit import RawSocket, Start, ask, expect_close, open_ws, wait_until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
 from oracle.runner import ServerHandle
+from tests.oracle.serverkit import RawSocket, Start, ask, expect_close, open_ws, wait_until
 
 FRAMES = 1000
 RECOVERABLE = {"INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR", "EXECUTION_ERROR"}

@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
-from serverkit import TinyEnvironment, ask, open_ws
 from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from oracle.faults import FaultError
 from oracle.inventory import SERVERS
 from oracle.runner import ServerConfig, ServerHandle, serve, start_server
+from tests.oracle.serverkit import TinyEnvironment, ask, open_ws
 
 URL = re.compile(r"http://127\.0\.0\.1:(\d+)")
 

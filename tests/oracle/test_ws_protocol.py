@@ -9,7 +9,13 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
-from serverkit import (
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection
+
+from oracle import jsonrpc
+from oracle.runner import ServerHandle
+from oracle.validation import action_errors, envelope_errors
+from tests.oracle.serverkit import (
     RawSocket,
     Start,
     TaskEnvironment,
@@ -22,12 +28,6 @@ from serverkit import (
     send_expecting_close,
     wait_until,
 )
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection
-
-from oracle import jsonrpc
-from oracle.runner import ServerHandle
-from oracle.validation import action_errors, envelope_errors
 
 RESET: dict[str, Any] = {"type": "reset", "data": {"seed": 1, "episode_id": "ep-1"}}
 SIXTEEN_MIB = 16 * 1024 * 1024

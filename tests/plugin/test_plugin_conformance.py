@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kilnkit import CONFORMANCE, load_report, verdicts
 
 from pytest_kiln.cases import CASES, CASES_BY_ID, Level, Verdict, run_case
 from pytest_kiln.report import REPORT_FORMAT
+from tests.plugin.kilnkit import CONFORMANCE, load_report, verdicts
 
 pytest_plugins = ["pytester"]
 

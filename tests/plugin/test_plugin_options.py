@@ -7,7 +7,8 @@ import sys
 import textwrap
 
 import pytest
-from kilnkit import CONFORMANCE
+
+from tests.plugin.kilnkit import CONFORMANCE
 
 pytest_plugins = ["pytester"]
 
