@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import time
+from typing import ClassVar
 
 import pytest
 
@@ -24,6 +27,8 @@ from kiln_verify.errors import (
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.session import keep_alive_interval
 from kiln_verify.openenv.wire import ErrorCode, Reward
+from oracle.base import JsonObject
+from oracle.envs.counter import CounterEnvironment
 from oracle.runner import ServerHandle
 from tests.openenv.oekit import Start, run
 
@@ -250,6 +255,92 @@ def test_keep_alive_returns_the_result_and_keeps_the_session(
             assert (await session.step({"amount": 1})).observation["total"] == 1
 
     run(scenario())
+
+
+class StateCountingCounter(CounterEnvironment):
+    """The counter oracle, recording when the server answers each ``state`` request."""
+
+    lock: ClassVar[threading.Lock] = threading.Lock()
+    state_times: ClassVar[list[float]] = []
+
+    def _extra_state(self) -> JsonObject:
+        with self.lock:
+            self.state_times.append(time.monotonic())
+        return super()._extra_state()
+
+
+def _state_calls() -> list[float]:
+    with StateCountingCounter.lock:
+        return list(StateCountingCounter.state_times)
+
+
+def test_keep_alive_sends_periodic_state_while_waiting(start: Start) -> None:
+    handle = start("counter", environment=StateCountingCounter)
+    request_timeout = 0.2
+    interval = keep_alive_interval(request_timeout)
+    assert interval == 0.05
+    pump_s = 0.6
+
+    async def think() -> str:
+        await asyncio.sleep(pump_s)
+        return "action"
+
+    async def scenario() -> None:
+        async with (
+            OpenEnvClient(handle.base_url, request_timeout=request_timeout) as client,
+            await client.open_session() as session,
+        ):
+            await session.reset()
+            await session.step({"amount": 1})
+            before = len(_state_calls())
+            started = time.monotonic()
+            assert await session.keep_alive_while(think()) == "action"
+            ended = time.monotonic()
+            during = [t for t in _state_calls()[before:] if started <= t <= ended]
+            # one state exchange per interval while the awaitable runs; never a busy loop
+            assert 4 <= len(during) <= pump_s / interval + 1, during
+            assert len(_state_calls()) - before == len(during)
+            # read-only: the episode is where it was before the pump
+            state = await session.state()
+            assert state["step_count"] == 1
+            assert state["total"] == 1
+            assert (await session.step({"amount": 1})).observation["total"] == 2
+
+    run(scenario())
+
+
+def test_keep_alive_answers_server_pings(
+    start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Pings are answered during the pump even when no state exchange is due."""
+    handle = start("counter", environment=StateCountingCounter,
+                   ping_interval=0.05, ping_timeout=0.5)
+    caplog.set_level(logging.DEBUG, logger="websockets.client")
+    pump_s = 1.2  # > ping_interval + ping_timeout: an unanswered ping would end the session
+
+    async def think() -> str:
+        await asyncio.sleep(pump_s)
+        return "action"
+
+    async def scenario() -> None:
+        # request_timeout 60 s: the keep-alive interval is 10 s, so only pings are exchanged
+        async with (
+            OpenEnvClient(handle.base_url, request_timeout=60.0) as client,
+            await client.open_session() as session,
+        ):
+            await session.reset()
+            before = len(_state_calls())
+            assert await session.keep_alive_while(think()) == "action"
+            assert len(_state_calls()) == before
+            assert session.usable
+            assert (await session.step({"amount": 1})).observation["total"] == 1
+            assert (await session.state())["step_count"] == 1
+
+    run(scenario())
+    pings = [r for r in caplog.records if r.getMessage().startswith("< PING")]
+    pongs = [r for r in caplog.records if r.getMessage().startswith("> PONG")]
+    assert len(pings) >= 5, [r.getMessage() for r in caplog.records][:20]
+    assert len(pongs) >= len(pings)
 
 
 def test_unsolicited_frame_fails_keep_alive_closed(start: Start) -> None:

@@ -1,0 +1,110 @@
+"""The conformance data model: levels, verdicts, cases, results and the check outcomes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kiln_verify.errors import RecoverableProtocolError, TerminalProtocolError
+    from pytest_kiln.cases.context import CaseContext
+
+PROTOCOL_DOC = "openenv-wire-protocol.md"
+#: Seconds one raw frame exchange may take before the case counts it as no answer.
+FRAME_TIMEOUT_S = 5.0
+#: Seconds a whole case may take.
+CASE_TIMEOUT_S = 60.0
+#: How many concurrent sessions ``capacity.capacity-reached`` opens at most.
+CAPACITY_PROBE_SESSIONS = 8
+#: How many steps ``post-done.frozen`` plays before giving up on reaching ``done``.
+MAX_EPISODE_STEPS = 200
+#: How many distinct schema-valid actions a step check tries.
+MAX_ACTION_CANDIDATES = 8
+DETERMINISM_SEED = 7
+#: Every HTTP status: the checks judge the status themselves.
+ANY_STATUS = frozenset(range(100, 600))
+
+
+class Level(enum.StrEnum):
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    MAY = "MAY"
+
+
+class Verdict(enum.StrEnum):
+    OK = "OK"
+    NON_STRICT = "NON-STRICT"
+    FAILED = "FAILED"
+    INFORMATIONAL = "INFORMATIONAL"
+    SKIPPED = "SKIPPED"
+
+
+VERDICT_ORDER: tuple[Verdict, ...] = tuple(Verdict)
+
+#: The verdict of a case whose requirement does not hold, by level.
+FAILURE_VERDICT: dict[Level, Verdict] = {
+    Level.MUST: Verdict.FAILED,
+    Level.SHOULD: Verdict.NON_STRICT,
+    Level.MAY: Verdict.INFORMATIONAL,
+}
+
+
+class CheckFailed(Exception):
+    """The requirement does not hold; the message says what was expected and observed."""
+
+
+class NotApplicable(Exception):
+    """The server cannot be probed for this requirement (the verdict is SKIPPED)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    case_id: str
+    level: Level
+    clause: str
+    verdict: Verdict
+    detail: str
+    duration_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case_id,
+            "level": self.level.value,
+            "clause": self.clause,
+            "verdict": self.verdict.value,
+            "detail": self.detail,
+            "duration_s": round(self.duration_s, 4),
+        }
+
+
+Check = Callable[["CaseContext"], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One conformance case: ``id`` is stable and never reused for another requirement."""
+
+    id: str
+    level: Level
+    clause: str
+    requirement: str
+    check: Check = field(repr=False)
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line description of an exception: ``CODE: rule`` for Kiln errors."""
+    from kiln_verify.errors import KilnError
+
+    if isinstance(exc, KilnError):
+        return f"{exc.code}: {exc.rule}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def protocol_code(exc: RecoverableProtocolError | TerminalProtocolError) -> str | None:
+    """The OpenEnv error code a protocol error frame carried (``None`` without a frame)."""
+    if exc.error is None:
+        return None
+    code = exc.error.code.value
+    return code if isinstance(code, str) else None
