@@ -1,0 +1,304 @@
+"""The policy interface: what a collector asks a policy and what a policy answers.
+
+A policy turns the chat so far into the model's next raw output. It never parses or
+validates the action (the collector does that, so invalid model actions are recorded
+exactly as generated) and never talks to the environment.
+
+The per-step generation seed is :func:`generation_seed` (kiln-openenv-contract §5.4);
+the collector computes it and passes it in :class:`PolicyRequest`, and every built-in
+policy that samples derives all of its randomness from it, so a run is reproducible.
+Token provenance follows ``kiln.rollout-provenance.v1`` (kiln-hf-trl-contract §4.7).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from kiln_verify.core.digest import Sha256Digest, canonical_digest
+from kiln_verify.core.jsonenc import dumps_canonical
+from kiln_verify.errors import PolicyConfigInvalid
+
+U64_MASK = (1 << 64) - 1
+CANDIDATE_SEED_MULTIPLIER = 0x9E3779B97F4A7C15
+STEP_SEED_MULTIPLIER = 0xBF58476D1CE4E5B9
+MAX_LOGPROB = 1e-6
+"""Largest accepted sampled log-probability (kiln-hf-trl-contract §4.7: finite, ``<= 1e-6``)."""
+
+ChatMessage = Mapping[str, Any]
+TokenSource = Literal["sampled", "forced"]
+Clock = Callable[[], float]
+"""Seconds from a monotonic clock; :data:`ZERO_CLOCK` makes latencies exactly 0."""
+
+
+def ZERO_CLOCK() -> float:
+    """A clock that never advances: every measured latency is 0 (deterministic tests)."""
+    return 0.0
+
+
+def generation_seed(seed: int, candidate_index: int, step_index: int) -> int:
+    """The sampling seed of one model call (kiln-openenv-contract §5.4, step 4).
+
+    ``seed XOR (candidate_index * 0x9E3779B97F4A7C15) XOR (step_index * 0xBF58476D1CE4E5B9)``
+    with wrapping u64 multiplication, so candidate 0 at step 0 uses the group seed itself.
+    """
+    for name, value in (
+        ("seed", seed),
+        ("candidate_index", candidate_index),
+        ("step_index", step_index),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= U64_MASK:
+            raise PolicyConfigInvalid(f"{name} must be an integer in [0, 2^64 - 1]")
+    return (
+        seed
+        ^ ((candidate_index * CANDIDATE_SEED_MULTIPLIER) & U64_MASK)
+        ^ ((step_index * STEP_SEED_MULTIPLIER) & U64_MASK)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRequest:
+    """Everything a policy may use to produce one action text.
+
+    ``messages`` are the chat so far (the two initial messages, then one message per
+    trajectory segment, each at least ``role`` and ``content``). ``observation`` is the
+    latest observation payload (``Observation.observation``; a ``legal_actions`` list in it
+    is honoured by the ``random`` policy). ``generation_seed`` is :func:`generation_seed`
+    of (``seed``, ``candidate_index``, ``step_index``).
+    """
+
+    messages: Sequence[ChatMessage]
+    action_schema: Any
+    generation_seed: int
+    temperature: float = 1.0
+    max_action_tokens: int = 256
+    thinking: bool = True
+    observation: Any = None
+    environment_name: str = ""
+    seed: int = 0
+    candidate_index: int = 0
+    step_index: int = 0
+
+    @classmethod
+    def for_step(
+        cls,
+        *,
+        messages: Sequence[ChatMessage],
+        action_schema: Any,
+        seed: int,
+        candidate_index: int,
+        step_index: int,
+        **kwargs: Any,
+    ) -> PolicyRequest:
+        """Build a request whose ``generation_seed`` is derived with the §5.4 formula."""
+        return cls(
+            messages=messages,
+            action_schema=action_schema,
+            generation_seed=generation_seed(seed, candidate_index, step_index),
+            seed=seed,
+            candidate_index=candidate_index,
+            step_index=step_index,
+            **kwargs,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParameters:
+    """The sampling block of ``kiln.rollout-provenance.v1`` (kiln-hf-trl-contract §4.7)."""
+
+    temperature: float
+    max_tokens: int
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    stop: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "max_tokens": self.max_tokens,
+            "repetition_penalty": self.repetition_penalty,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "stop": list(self.stop),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TokenProvenance:
+    """Exact token-level provenance of one generation (kiln-hf-trl-contract §4.7).
+
+    ``completion_token_ids[i]`` was ``sources[i]`` (``sampled`` from the behaviour
+    distribution with log-probability ``behavior_logprobs[i]``, or ``forced`` by a thinking
+    budget with log-probability ``None``). ``seed`` is the generation seed used.
+    """
+
+    prompt_token_ids: tuple[int, ...]
+    completion_token_ids: tuple[int, ...]
+    behavior_logprobs: tuple[float | None, ...]
+    sources: tuple[TokenSource, ...]
+    seed: int
+    sampling: SamplingParameters
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    generation_backend: str = "cpu"
+
+    def __post_init__(self) -> None:
+        n = len(self.completion_token_ids)
+        if not self.prompt_token_ids:
+            raise ValueError("token provenance needs at least one prompt token")
+        if len(self.behavior_logprobs) != n or len(self.sources) != n:
+            raise ValueError("completion ids, log-probs and sources must have equal lengths")
+        for token in (*self.prompt_token_ids, *self.completion_token_ids):
+            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**32:
+                raise ValueError("token ids are u32 integers")
+        for source, logprob in zip(self.sources, self.behavior_logprobs, strict=True):
+            if source == "sampled":
+                if logprob is None or not math.isfinite(logprob) or logprob > MAX_LOGPROB:
+                    raise ValueError("a sampled token needs a finite log-probability <= 1e-6")
+            elif source == "forced":
+                if logprob is not None:
+                    raise ValueError("a forced token has no behaviour log-probability")
+            else:
+                raise ValueError(f"unknown token source {source!r}")
+
+    @property
+    def input_token_ids(self) -> tuple[int, ...]:
+        """Prompt plus completion: the full sequence at completion (``input_token_ids``)."""
+        return self.prompt_token_ids + self.completion_token_ids
+
+    @property
+    def prompt_token_count(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def action_mask(self) -> tuple[int, ...]:
+        """1 for every sampled completion position, 0 for prompt and forced positions."""
+        return (0,) * len(self.prompt_token_ids) + tuple(
+            1 if source == "sampled" else 0 for source in self.sources
+        )
+
+    def action_tokens(self) -> list[dict[str, Any]]:
+        """The ``action_tokens`` entries: ``sequence_index`` counts from the prompt start."""
+        start = len(self.prompt_token_ids)
+        return [
+            {
+                "sequence_index": start + offset,
+                "token_id": token,
+                "source": source,
+                "behavior_logprob": logprob,
+            }
+            for offset, (token, source, logprob) in enumerate(
+                zip(self.completion_token_ids, self.sources, self.behavior_logprobs, strict=True)
+            )
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The token fields of ``kiln.rollout-provenance.v1`` that one generation determines."""
+        out: dict[str, Any] = {
+            "input_token_ids": list(self.input_token_ids),
+            "prompt_token_count": self.prompt_token_count,
+            "action_tokens": self.action_tokens(),
+            "sampling": self.sampling.to_dict(),
+            "seed": self.seed,
+            "generation_backend": self.generation_backend,
+        }
+        if self.template_kwargs:
+            out["template_invocation"] = {"template_kwargs": dict(self.template_kwargs)}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResponse:
+    """One model output. ``text`` is the raw final content (what the collector parses);
+    ``reasoning`` the separated thinking text when the model thought, else ``None``.
+    """
+
+    text: str
+    reasoning: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    finish_reason: str | None = None
+    provenance: TokenProvenance | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class BehaviorPolicyIdentity:
+    """Which policy produced the outputs, with every parameter that changes them.
+
+    ``parameters`` must be JSON (it is part of :attr:`digest`, the canonical digest of
+    ``{"kind", "name", "parameters"}``). ``model_sha256`` is the content digest of local
+    model weights when the policy has them. Secrets never go in here.
+    """
+
+    kind: str
+    name: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    model_sha256: Sha256Digest | None = None
+
+    def __post_init__(self) -> None:
+        if not self.kind or not self.name:
+            raise PolicyConfigInvalid("a policy identity needs a kind and a name")
+        dumps_canonical(dict(self.parameters))  # JSON-encodable or a KilnError now
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "name": self.name,
+            "parameters": dict(self.parameters),
+        }
+        if self.model_sha256 is not None:
+            out["model_sha256"] = str(self.model_sha256)
+        return out
+
+    @property
+    def digest(self) -> Sha256Digest:
+        return canonical_digest(self.to_dict())
+
+    def rollout_identity(self) -> dict[str, Any]:
+        """The ``RolloutBehaviorPolicyIdentityV1`` shape (kiln-openenv-contract §2.11).
+
+        ``served_model_id`` is the name, ``base_model_sha256`` the model content digest (or,
+        for policies without weights, the digest of ``{"kind", "name"}``),
+        ``inference_config_sha256`` the canonical digest of the parameters and
+        ``implementation`` ``kiln-verify/<kind>``.
+        """
+        model = self.model_sha256 or canonical_digest({"kind": self.kind, "name": self.name})
+        return {
+            "served_model_id": self.name,
+            "base_model_sha256": str(model),
+            "inference_config_sha256": str(canonical_digest(dict(self.parameters))),
+            "implementation": f"kiln-verify/{self.kind}",
+        }
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A behaviour policy. ``act`` may be called concurrently for different candidates."""
+
+    async def act(self, request: PolicyRequest) -> PolicyResponse: ...
+
+    def identity(self) -> BehaviorPolicyIdentity: ...
+
+    async def aclose(self) -> None: ...
+
+
+def elapsed_ms(clock: Clock, start: float) -> float:
+    """Milliseconds since ``start`` on ``clock``, never negative."""
+    return max(0.0, (clock() - start) * 1000.0)
+
+
+MONOTONIC: Clock = time.monotonic
