@@ -229,6 +229,27 @@ class RecordInvalid(KilnError):
     default_hint = "regenerate the document with a writer for this record version"
 
 
+class RecordSchemaUnsupported(KilnError):
+    """A record's ``schema`` string names a record type or version we do not read."""
+
+    code = "record_schema_unsupported"
+    default_hint = "check that the file is the right kind of record and was written by Kiln"
+
+
+class SummaryVersionUnsupported(KilnError):
+    """A rollout summary's ``schema`` is not one of v2..v5 (v1 and unknown versions)."""
+
+    code = "summary_version_unsupported"
+    default_hint = "recollect with a current writer; only rollout-summary v2..v5 are verifiable"
+
+
+class SummaryVersionConflict(KilnError):
+    """A rollout summary carries (or lacks) a field its version forbids (or requires)."""
+
+    code = "summary_version_conflict"
+    default_hint = "the receipt mixes fields of different summary versions; regenerate it"
+
+
 # --- digests ----------------------------------------------------------------------------
 
 
@@ -474,6 +495,79 @@ class TaskApiInvalid(OpenEnvError):
 
     code = "task_api_invalid"
     default_hint = "name the environment (--environment-name) and split (--split) explicitly"
+
+
+# --- policies (kiln_verify.openenv.policy) ----------------------------------------------
+
+
+class PolicyError(KilnError, abstract=True):
+    """A policy could not be built or could not produce the next model output."""
+
+
+class PolicyConfigInvalid(PolicyError):
+    """The policy name or one of its options is wrong; a usage error, nothing was contacted."""
+
+    code = "policy_config_invalid"
+    exit_code = 2
+    default_hint = "see docs/policies.md for each policy's options"
+
+
+class PolicyUnavailable(PolicyError):
+    """The policy needs an optional dependency that is not installed."""
+
+    code = "policy_unavailable"
+    exit_code = 2
+    default_hint = "install the train extra: pip install 'kiln-verify[train]'"
+
+
+class PolicyScriptInvalid(PolicyError):
+    """A policy script file is not in the documented format (docs/policies.md)."""
+
+    code = "policy_script_invalid"
+    exit_code = 2
+    default_hint = "a script is a JSON array of action texts or an object of such arrays"
+
+
+class PolicyScriptExhausted(PolicyError):
+    """A scripted policy was asked for a step its script does not cover."""
+
+    code = "policy_script_exhausted"
+    default_hint = "give the script at least --max-steps action texts for every episode"
+
+
+class PolicyHttpStatus(PolicyError):
+    """The chat-completions server answered with a non-2xx status."""
+
+    code = "policy_http_status"
+    default_hint = "check the server URL, the model name and, for 401/403, the API key"
+
+
+class PolicyRedirect(PolicyError):
+    """The chat-completions server answered with a redirect, which is never followed."""
+
+    code = "policy_redirect"
+    default_hint = "use the final URL directly; redirects are never followed"
+
+
+class PolicyTransport(PolicyError):
+    """The connection to the chat-completions server failed or timed out."""
+
+    code = "policy_transport"
+    default_hint = "check that the inference server is running and reachable"
+
+
+class PolicyResponseInvalid(PolicyError):
+    """The chat-completions response is not strict JSON of the expected shape."""
+
+    code = "policy_response_invalid"
+    default_hint = "the server must implement the OpenAI /v1/chat/completions response shape"
+
+
+class PolicyGenerationFailed(PolicyError):
+    """A local model failed to load or to generate (tokenizer, template, forward pass)."""
+
+    code = "policy_generation_failed"
+    default_hint = "check the model directory: config, weights, tokenizer and chat template"
 
 
 ERROR_CLASSES: Mapping[str, type[KilnError]] = MappingProxyType(dict(_REGISTRY))

@@ -146,3 +146,39 @@ MAX_TASK_PAGE: Final = 200
 MAX_RESET_OPTIONS_FILE_BYTES: Final = 16 * MiB - 1024
 MAX_RETAINED_BYTES: Final = 512 * MiB - 1 * MiB
 """Budget for reset data, actions, observations, errors and final states kept in memory."""
+
+# --- bundle records (kiln_verify.openenv.records) -----------------------------------------
+
+MAX_RECORD_TEXT_BYTES: Final = 256
+"""UTF-8 bytes of one identity text in a record (environment name, behaviour-policy fields,
+OpenEnv error code, ``openapi_version``): Kiln's provenance rule (contract §2.11, §3.2)."""
+
+MAX_RECORD_URL_BYTES: Final = 2048
+"""UTF-8 bytes of ``environment_base_url`` in rollout provenance (contract §3.2)."""
+
+MAX_RECORD_ERROR_PATH_CHARS: Final = 160
+"""Characters of the JSON path an invalid-record error names (deep paths are cut)."""
+
+# --- policies (kiln_verify.openenv.policy) -----------------------------------------------
+
+MAX_POLICY_RESPONSE_BYTES: Final = 16 * MiB
+"""One chat-completions response body (kiln-openenv-contract §5.4 and §11: Kiln responses
+are capped at 16 MiB); counted while streaming, before anything is parsed."""
+
+HTTP_CHAT_TIMEOUT_S: Final = 180.0
+"""Whole-request timeout of one chat-completions call (kiln-openenv-contract §5.4, §11)."""
+
+MAX_POLICY_SCRIPT_BYTES: Final = 16 * MiB
+"""A scripted policy's JSON script file."""
+
+MAX_POLICY_OPTIONS: Final = 64
+"""``--policy-option KEY=VALUE`` pairs accepted for one policy."""
+
+MAX_POLICY_OPTION_BYTES: Final = 4096
+"""One ``--policy-option`` key or value, in UTF-8 bytes."""
+
+MAX_MODEL_FILE_BYTES: Final = 64 * GiB
+"""One file of a local model directory hashed for the behaviour-policy identity."""
+
+MAX_MODEL_FILES: Final = 4096
+"""Regular files in a local model directory hashed for the behaviour-policy identity."""

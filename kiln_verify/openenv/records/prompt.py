@@ -1,0 +1,159 @@
+"""The exact text shown to the model (kiln-openenv-contract §3.1, §5.4, §5.5).
+
+The offline verifier recomputes the shared prompt and every observation segment from the
+recorded inspection and observations and requires byte equality, so the collector and the
+verifier must build this text with the same functions: these. Kiln's own system-prompt
+wording was not available (§18); :data:`SYSTEM_TEMPLATE` is ours and is pinned byte for
+byte by ``tests/records/test_prompt.py``. See docs/contract.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from kiln_verify.core.jsonio import dumps_compact
+from kiln_verify.openenv.records.common import (
+    EnvironmentInspection,
+    ObservationRecord,
+    ProtocolErrorRecord,
+    sort_keys,
+)
+from kiln_verify.openenv.records.rollout import ChatMessage, TurnSegment
+
+__all__ = [
+    "HARNESS_CODES",
+    "OBSERVATION_TEMPLATE",
+    "SYSTEM_TEMPLATE",
+    "THINK_CLOSE",
+    "action_content",
+    "harness_error_content",
+    "initial_messages",
+    "observation_content",
+    "protocol_error_content",
+    "rust_debug_str",
+    "system_prompt",
+]
+
+THINK_CLOSE: Final = "</think>"
+HARNESS_CODES: Final = (
+    "INVALID_MODEL_ACTION",
+    "ACTION_SCHEMA_VALIDATION_FAILED",
+    "MODEL_ACTION_NO_OUTPUT",
+)
+
+SYSTEM_TEMPLATE: Final = (
+    "You are the policy acting in the OpenEnv reinforcement-learning environment {name}.\n"
+    "Environment description: {description}\n"
+    "On every turn reply with exactly one JSON object that validates against this action "
+    "JSON Schema:\n"
+    "{action_schema}\n"
+    "Reply with the JSON object only: no Markdown, no commentary, no code fences.\n"
+    "When an observation carries a non-empty input_text, that text is pasted verbatim as "
+    "your decision prompt; otherwise the full observation follows as JSON."
+)
+"""Our system prompt; ``{name}`` is Rust-Debug-quoted, ``{action_schema}`` compact JSON."""
+
+OBSERVATION_TEMPLATE: Final = (
+    "OpenEnv {label} (observation, reward, done, and optional metadata JSON):\n{json}"
+)
+
+ObservationLabel = Literal["reset result", "step result"]
+
+
+def rust_debug_str(text: str) -> str:
+    """``format!("{:?}", text)`` for a Rust ``&str``: double quotes and Rust's escapes.
+
+    ``\\t \\r \\n \\\\ \\" \\'``-style escapes as Rust writes them (``'`` is not escaped
+    inside a string), ``\\0``, other control characters as ``\\u{hex}``; everything else
+    (including non-ASCII) raw. Rust also escapes some non-printable Unicode
+    (grapheme extenders, unassigned code points); we escape Unicode category Cc only.
+    """
+    out = ['"']
+    for char in text:
+        if char == '"':
+            out.append('\\"')
+        elif char == "\\":
+            out.append("\\\\")
+        elif char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\r")
+        elif char == "\t":
+            out.append("\\t")
+        elif char == "\0":
+            out.append("\\0")
+        elif ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F:
+            out.append(f"\\u{{{ord(char):x}}}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def system_prompt(inspection: EnvironmentInspection) -> str:
+    """The system message for one environment (name, description, compact action schema)."""
+    metadata = inspection.identity.metadata
+    schema = dumps_compact(sort_keys(inspection.schema_.action)).decode("utf-8")
+    return SYSTEM_TEMPLATE.format(
+        name=rust_debug_str(metadata.name),
+        description=metadata.description,
+        action_schema=schema,
+    )
+
+
+def observation_content(label: ObservationLabel, observation: ObservationRecord) -> str:
+    """§5.5: a non-blank ``input_text`` verbatim (untrimmed), else the labelled compact JSON."""
+    payload = observation.observation
+    if isinstance(payload, dict):
+        text = payload.get("input_text")
+        if isinstance(text, str) and text.strip():
+            return text
+    body = dumps_compact(observation.to_json()).decode("utf-8")
+    return OBSERVATION_TEMPLATE.format(label=label, json=body)
+
+
+def initial_messages(
+    inspection: EnvironmentInspection, reset_observation: ObservationRecord
+) -> list[ChatMessage]:
+    """The shared prompt of a group: system + user(reset result)."""
+    return [
+        ChatMessage(role="system", content=system_prompt(inspection)),
+        ChatMessage(role="user", content=observation_content("reset result", reset_observation)),
+    ]
+
+
+def protocol_error_content(error: ProtocolErrorRecord, continued: bool) -> str:
+    """``{"openenv_error":<error>,"recoverable":continued,"done":!continued}`` compact."""
+    value: dict[str, Any] = {
+        "openenv_error": error.to_json(),
+        "recoverable": continued,
+        "done": not continued,
+    }
+    return dumps_compact(value).decode("utf-8")
+
+
+def harness_error_content(code: str, message: str) -> str:
+    """``{"openenv_harness_error":{"code":C,"message":M},"done":true}`` compact."""
+    if code not in HARNESS_CODES:
+        raise ValueError(f"unknown harness code {code!r}")
+    value = {"openenv_harness_error": {"code": code, "message": message}, "done": True}
+    return dumps_compact(value).decode("utf-8")
+
+
+def action_content(content: str, *, thinking: bool, reasoning: str | None = None) -> str:
+    """The action segment text: raw content, or ``reasoning + "</think>" + content``."""
+    if not thinking:
+        return content
+    return (reasoning or "") + THINK_CLOSE + content
+
+
+def observation_segment(label: ObservationLabel, observation: ObservationRecord) -> TurnSegment:
+    return TurnSegment.observation(observation_content(label, observation))
+
+
+def protocol_error_segment(error: ProtocolErrorRecord, continued: bool) -> TurnSegment:
+    return TurnSegment.full_warning(protocol_error_content(error, continued))
+
+
+def harness_error_segment(code: str, message: str) -> TurnSegment:
+    return TurnSegment.full_warning(harness_error_content(code, message))

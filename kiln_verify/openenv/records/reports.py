@@ -1,0 +1,79 @@
+"""Reports of offline verification and live replay, and the artifact-download receipt.
+
+``kiln.openenv-verification.v1`` (contract §2.8), ``kiln.openenv-replay-run.v1`` (§2.9)
+and ``kiln.openenv-artifact-download.v1`` (§2.11). Written as pretty JSON + LF by
+:func:`kiln_verify.openenv.records.serialize.report_bytes`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+from pydantic import Field, StrictStr
+
+from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
+from kiln_verify.openenv.records.common import U64, Record, Sha256
+
+__all__ = [
+    "ARTIFACT_DOWNLOAD_SCHEMA",
+    "REPLAY_RUN_SCHEMA",
+    "VERIFICATION_SCHEMA",
+    "ArtifactDownloadReceipt",
+    "ReplayRunReport",
+    "VerificationReport",
+]
+
+VERIFICATION_SCHEMA: Final = "kiln.openenv-verification.v1"
+REPLAY_RUN_SCHEMA: Final = "kiln.openenv-replay-run.v1"
+ARTIFACT_DOWNLOAD_SCHEMA: Final = "kiln.openenv-artifact-download.v1"
+
+_Path = Annotated[StrictStr, Field(min_length=1)]
+_Positive = Annotated[U64, Field(ge=1)]
+
+
+class VerificationReport(Record):
+    """What a successful offline verification checked: resolved paths, digests, counts."""
+
+    schema_: Literal["kiln.openenv-verification.v1"] = Field(VERIFICATION_SCHEMA, alias="schema")
+    summary_path: _Path
+    dataset_path: _Path
+    replay_path: _Path
+    dataset_sha256: Sha256
+    replay_sha256: Sha256
+    groups: _Positive
+    rollouts: _Positive
+    environment_exchanges: U64
+
+
+class ReplayRunReport(Record):
+    """What a successful live replay re-ran against the live environments."""
+
+    schema_: Literal["kiln.openenv-replay-run.v1"] = Field(REPLAY_RUN_SCHEMA, alias="schema")
+    replay_sha256: Sha256
+    environments: _Positive
+    groups: _Positive
+    rollouts: _Positive
+    environment_exchanges: U64
+    capacity_retries: U64
+    environment_prefix_only_rollouts: U64
+
+
+class ArtifactDownloadReceipt(Record):
+    """Local receipt of ``kiln openenv artifact --json`` (never embeds the Kiln base URL)."""
+
+    schema_: Literal["kiln.openenv-artifact-download.v1"] = Field(
+        ARTIFACT_DOWNLOAD_SCHEMA, alias="schema"
+    )
+    run_id: Annotated[
+        StrictStr,
+        Field(
+            pattern=r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        ),
+    ]
+    kind: Annotated[StrictStr, Field(min_length=1)]
+    source_url: Annotated[
+        StrictStr, Field(pattern=r"^/v1/openenv/runs/[0-9a-fA-F-]{36}/artifacts/[^/?#]+$")
+    ]
+    output_path: _Path
+    sha256: Sha256
+    bytes: Annotated[U64, Field(le=MAX_OPENENV_DATASET_BYTES)]
