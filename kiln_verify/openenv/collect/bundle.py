@@ -1,0 +1,143 @@
+"""The three files' bytes from a finished collection (kiln-openenv-contract §3, §2.7, §2.5).
+
+Order (§5.6): corpus lines through :class:`DatasetHasher` (digest and cap as they are
+built) → replay manifest bound to the corpus digest → statistics → summary v5 binding
+both files by SHA-256 and byte count. Every byte comes from
+:mod:`kiln_verify.openenv.records.serialize`; nothing here spells JSON itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from kiln_verify.core.digest import sha256_bytes
+from kiln_verify.openenv.collect.engine import Collection
+from kiln_verify.openenv.records.replay import REPLAY_SCHEMA, ReplayGroup, ReplayManifest
+from kiln_verify.openenv.records.rollout import AgenticGroup
+from kiln_verify.openenv.records.serialize import DatasetHasher, replay_bytes, summary_bytes
+from kiln_verify.openenv.records.summary import (
+    SUMMARY_SCHEMA,
+    RolloutRecord,
+    RolloutStats,
+    RolloutSummary,
+)
+
+__all__ = ["LOCAL_KILN_URL", "Bundle", "build_bundle", "rollout_stats"]
+
+LOCAL_KILN_URL: Final = "kiln-verify:local"
+"""``kiln_url`` of a bundle collected by this tool (no Kiln server served the policy)."""
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Bundle:
+    """The exact bytes of the three files, and the summary record they describe."""
+
+    dataset: bytes
+    replay: bytes
+    summary: bytes
+    record: RolloutSummary
+
+    def __repr__(self) -> str:  # short: see Collection.__repr__
+        return (
+            f"Bundle(dataset={len(self.dataset)} B, replay={len(self.replay)} B, "
+            f"summary={len(self.summary)} B)"
+        )
+
+
+def rollout_stats(records: Sequence[RolloutRecord]) -> RolloutStats:
+    """§2.3: means are ``sum/len`` with the sum folded left in record order (f64)."""
+    total_return = 0.0
+    total_latency = 0.0
+    for record in records:
+        total_return += record.episode_return
+        total_latency += record.model_latency_ms
+    returns = [r.episode_return for r in records]
+    count = len(records)
+
+    def terminations(name: str) -> int:
+        return sum(1 for r in records if r.termination == name)
+
+    return RolloutStats(
+        mean_episode_return=total_return / count if count else 0.0,
+        min_episode_return=min(returns) if returns else None,
+        max_episode_return=max(returns) if returns else None,
+        done_count=terminations("done"),
+        max_steps_count=terminations("max_steps"),
+        invalid_model_action_count=terminations("invalid_model_action"),
+        protocol_error_count=terminations("protocol_error"),
+        recoverable_protocol_error_count=sum(r.recoverable_protocol_errors for r in records),
+        capacity_retry_count=sum(r.capacity_retries for r in records),
+        total_environment_steps=sum(r.steps for r in records),
+        total_model_tokens=sum(r.model_tokens for r in records),
+        mean_model_latency_ms=total_latency / count if count else 0.0,
+    )
+
+
+def build_bundle(collection: Collection, *, kiln_url: str = LOCAL_KILN_URL) -> Bundle:
+    """Build (and cap-check) the corpus, replay manifest and summary bytes."""
+    controls = collection.controls
+    hasher = DatasetHasher()
+    lines = [
+        hasher.add(
+            AgenticGroup(
+                messages=group.messages,
+                completions=[episode.rollout for episode in group.episodes],
+            )
+        )
+        for group in collection.groups
+    ]
+    dataset = b"".join(lines)
+    manifest = ReplayManifest(
+        schema=REPLAY_SCHEMA,
+        dataset_sha256=str(hasher.sha256),
+        protocol_error_reward=controls.protocol_error_reward,
+        max_steps=controls.max_steps,
+        environments=collection.environments,
+        groups=[
+            ReplayGroup(
+                group_index=group.plan.group_index,
+                environment_index=group.plan.environment_index,
+                seed=group.plan.seed,
+                reset_payload=group.plan.reset_payload,
+                reset_observation=group.reset_observation,
+                candidates=[episode.replay for episode in group.episodes],
+            )
+            for group in collection.groups
+        ],
+    )
+    replay = replay_bytes(manifest)
+    records = [episode.record for group in collection.groups for episode in group.episodes]
+    summary = RolloutSummary(
+        schema=SUMMARY_SCHEMA,
+        kiln_url=kiln_url,
+        adapter=None,
+        adapter_label="base",
+        behavior_policy=collection.behavior,
+        environments=collection.environments,
+        groups=controls.groups,
+        group_size=controls.group_size,
+        rollout_count=len(records),
+        seed_start=controls.seed_start,
+        max_steps=controls.max_steps,
+        concurrency=controls.concurrency,
+        max_action_tokens=controls.max_action_tokens,
+        thinking_budget_tokens=controls.thinking_budget_tokens,
+        temperature=controls.temperature,
+        thinking=controls.thinking,
+        protocol_error_reward=controls.protocol_error_reward,
+        max_recoverable_errors=controls.max_recoverable_errors,
+        capacity_wait_seconds=controls.capacity_wait_seconds,
+        reset_plan_sha256=str(collection.reset_plan.sha256),
+        output_path=controls.output,
+        replay_output_path=controls.replay_output,
+        summary_output_path=controls.summary_output,
+        dataset_sha256=str(hasher.sha256),
+        dataset_bytes=hasher.size,
+        replay_sha256=str(sha256_bytes(replay)),
+        replay_bytes=len(replay),
+        stats=rollout_stats(records),
+        rollouts=records,
+    )
+    return Bundle(dataset, replay, summary_bytes(summary), summary)

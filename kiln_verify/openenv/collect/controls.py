@@ -1,0 +1,220 @@
+"""The validated controls of one collection (kiln-openenv-contract §5.1).
+
+Every check here runs before any network contact: counts against the collector limits of
+:mod:`kiln_verify.limits`, ``groups >= environments`` (every endpoint must appear in the
+plan so the reset plan is receipt-verifiable), the seed range, finite rewards and
+temperature, the thinking budget, distinct output paths, credential slots and reset
+templates. A violation is a :class:`~kiln_verify.errors.UsageError` (exit status 2) that
+names the flag and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kiln_verify.core.jsonio import loads_object
+from kiln_verify.errors import KilnError, LimitExceeded, UsageError
+from kiln_verify.limits import (
+    MAX_ACTION_TOKENS,
+    MAX_CAPACITY_WAIT_S,
+    MAX_CONCURRENCY,
+    MAX_ENVIRONMENTS,
+    MAX_GROUP_SIZE,
+    MAX_GROUPS,
+    MAX_RECOVERABLE_ERRORS,
+    MAX_RESET_OPTIONS_FILE_BYTES,
+    MAX_ROLLOUTS,
+    MAX_STEPS,
+)
+from kiln_verify.openenv.records.common import I64_MAX
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "DEFAULT_REPLAY",
+    "DEFAULT_SUMMARY",
+    "CollectionControls",
+    "load_reset_options",
+]
+
+DEFAULT_DATASET = "openenv.rollouts.jsonl"
+DEFAULT_REPLAY = "openenv.replay.json"
+DEFAULT_SUMMARY = "openenv.rollout-summary.json"
+
+
+def _int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise UsageError(f"{name} must be an integer in {low}..{high}", hint=f"pass {name} N")
+    return value
+
+
+def _float(name: str, value: object, *, non_negative: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{name} must be a number")
+    number = float(value)
+    if not math.isfinite(number) or (non_negative and number < 0):
+        what = "a finite number >= 0" if non_negative else "a finite number"
+        raise UsageError(f"{name} must be {what}")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionControls:
+    """Everything that determines a collection except the policy; built with :meth:`create`.
+
+    ``reset_templates`` is one object per environment (already aligned: a shared
+    ``--reset-options`` object is repeated); they may still contain ``seed`` (the plan
+    removes it). ``credential_envs`` is empty or one slot per environment (``None`` =
+    public).
+    """
+
+    environments: tuple[str, ...]
+    reset_templates: tuple[Mapping[str, Any], ...]
+    credential_envs: tuple[str | None, ...] = ()
+    groups: int = 8
+    group_size: int = 4
+    seed_start: int = 0
+    max_steps: int = 8
+    concurrency: int = 4
+    max_action_tokens: int = 256
+    thinking_budget_tokens: int | None = None
+    temperature: float = 1.0
+    thinking: bool = True
+    protocol_error_reward: float = -1.0
+    max_recoverable_errors: int = 3
+    capacity_wait_seconds: int = 300
+    output: str = DEFAULT_DATASET
+    replay_output: str = DEFAULT_REPLAY
+    summary_output: str = DEFAULT_SUMMARY
+    force: bool = False
+
+    @classmethod
+    def create(
+        cls,
+        environments: Sequence[str],
+        *,
+        reset_templates: Sequence[Mapping[str, Any]] | None = None,
+        credential_envs: Sequence[str | None] = (),
+        **options: Any,
+    ) -> CollectionControls:
+        """Validate and build; reset templates: ``None`` (all ``{}``), one shared, or one each."""
+        envs = tuple(environments)
+        if not 1 <= len(envs) <= MAX_ENVIRONMENTS:
+            raise UsageError(
+                f"give 1..{MAX_ENVIRONMENTS} --environment URLs (got {len(envs)})",
+                hint="repeat --environment once per OpenEnv server",
+            )
+        templates = tuple(reset_templates) if reset_templates is not None else ({},)
+        if len(templates) == 1 and len(envs) > 1:
+            templates = templates * len(envs)
+        if len(templates) != len(envs):
+            raise UsageError(
+                f"{len(templates)} reset templates for {len(envs)} environments",
+                hint="repeat --environment-reset-options once per --environment (- = {})",
+            )
+        for index, template in enumerate(templates):
+            if not isinstance(template, Mapping):
+                raise UsageError(f"reset options for environment {index} must be a JSON object")
+        slots = tuple(credential_envs)
+        if slots and len(slots) != len(envs):
+            raise UsageError(
+                f"{len(slots)} --credential-env slots for {len(envs)} environments",
+                hint="repeat --credential-env once per --environment, '-' for a public one",
+            )
+        for name in ("temperature", "protocol_error_reward"):
+            value = options.get(name)
+            if type(value) is int:
+                options[name] = float(value)
+        controls = cls(
+            environments=envs,
+            reset_templates=tuple(dict(t) for t in templates),
+            credential_envs=slots,
+            **options,
+        )
+        controls.check()
+        return controls
+
+    def check(self) -> None:
+        """§5.1: every bound and cross-field rule; raises :class:`UsageError`."""
+        groups = _int("--groups", self.groups, 1, MAX_GROUPS)
+        size = _int("--group-size", self.group_size, 1, MAX_GROUP_SIZE)
+        if groups * size > MAX_ROLLOUTS:
+            raise UsageError(
+                f"--groups x --group-size = {groups * size} exceeds MAX_ROLLOUTS = {MAX_ROLLOUTS}"
+            )
+        if groups < len(self.environments):
+            raise UsageError(
+                f"--groups ({groups}) must be at least the number of environments "
+                f"({len(self.environments)}) so that every endpoint is exercised",
+                hint="raise --groups or drop an --environment",
+            )
+        seed = _int("--seed-start", self.seed_start, 0, I64_MAX)
+        if seed + groups - 1 > I64_MAX:
+            raise UsageError("--seed-start + --groups - 1 exceeds the largest i64 seed")
+        _int("--max-steps", self.max_steps, 1, MAX_STEPS)
+        _int("--concurrency", self.concurrency, 1, MAX_CONCURRENCY)
+        tokens = _int("--max-action-tokens", self.max_action_tokens, 1, MAX_ACTION_TOKENS)
+        _int("--max-recoverable-errors", self.max_recoverable_errors, 0, MAX_RECOVERABLE_ERRORS)
+        _int("--capacity-wait-seconds", self.capacity_wait_seconds, 1, int(MAX_CAPACITY_WAIT_S))
+        _float("--protocol-error-reward", self.protocol_error_reward)
+        _float("--temperature", self.temperature, non_negative=True)
+        if not isinstance(self.thinking, bool):
+            raise UsageError("--thinking must be true or false")
+        if self.thinking_budget_tokens is not None:
+            _int("--thinking-budget-tokens", self.thinking_budget_tokens, 0, tokens - 1)
+            if not self.thinking:
+                raise UsageError("--thinking-budget-tokens requires --thinking true")
+        paths = [self.output, self.replay_output, self.summary_output]
+        if any(not p for p in paths):
+            raise UsageError("--output, --replay-output and --summary-output must not be empty")
+        resolved = {os.path.realpath(os.path.abspath(p)) for p in paths}
+        if len(resolved) != 3:
+            raise UsageError(
+                "--output, --replay-output and --summary-output must name three distinct files"
+            )
+
+    @property
+    def in_flight(self) -> int:
+        """Candidates run at once within a group: ``min(concurrency, group_size)``."""
+        return min(self.concurrency, self.group_size)
+
+    @property
+    def rollout_count(self) -> int:
+        return self.groups * self.group_size
+
+
+def load_reset_options(path: str) -> dict[str, Any]:
+    """One reset-options file: ``-`` is ``{}``; else a regular file holding one JSON object.
+
+    The size is refused from metadata before reading (``MAX_RESET_OPTIONS_FILE_BYTES``).
+    """
+    if path == "-":
+        return {}
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read reset options: {exc.strerror}", path=path, hint="check the path"
+        ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError("reset options must be a regular file", path=path)
+    if info.st_size > MAX_RESET_OPTIONS_FILE_BYTES:
+        raise LimitExceeded(
+            "the reset options file",
+            limit="MAX_RESET_OPTIONS_FILE_BYTES",
+            bound=MAX_RESET_OPTIONS_FILE_BYTES,
+            observed=info.st_size,
+            path=path,
+        )
+    data = Path(path).read_bytes()
+    try:
+        return loads_object(data, max_bytes=MAX_RESET_OPTIONS_FILE_BYTES, source=path)
+    except KilnError as exc:
+        raise UsageError(
+            f"reset options must be one strict JSON object ({exc.code}: {exc.rule})", path=path
+        ) from None

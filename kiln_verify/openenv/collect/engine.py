@@ -1,0 +1,220 @@
+"""Collection orchestration: discovery, groups, group integrity, revalidation.
+
+``discovering``: every environment is inspected concurrently (health, the four discovery
+documents, the compiled action schema). ``collecting``: groups run one at a time in plan
+order; a group's candidates run concurrently, at most ``min(concurrency, group_size)`` in
+flight, and results are kept in candidate order. Every candidate of a group must have
+produced byte-identical initial messages and reset observation (``reset_nondeterministic``
+otherwise). ``revalidating``: after the last group every environment is inspected again
+and must equal its first inspection (``environment_identity_changed`` names the fields).
+Any failure aborts with nothing to publish; :func:`collect` returns only complete data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from kiln_verify.errors import EnvironmentIdentityChanged, ResetNondeterministic
+from kiln_verify.openenv.client import Inspection, OpenEnvClient
+from kiln_verify.openenv.collect.controls import CollectionControls
+from kiln_verify.openenv.collect.episode import EnvironmentContext, EpisodeResult, run_episode
+from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
+from kiln_verify.openenv.identity import compare_identities
+from kiln_verify.openenv.policy.base import Policy
+from kiln_verify.openenv.records.common import (
+    BehaviorPolicyIdentity,
+    EnvironmentIdentityRecord,
+    EnvironmentInspection,
+    EnvironmentSchema,
+    ObservationRecord,
+    validate_record,
+)
+from kiln_verify.openenv.records.rollout import ChatMessage
+from kiln_verify.openenv.records.serialize import messages_sha256, reset_observation_sha256
+
+__all__ = [
+    "CollectedGroup",
+    "Collection",
+    "ProgressEvent",
+    "ProgressHook",
+    "behavior_identity",
+    "collect",
+    "inspection_record",
+]
+
+T = TypeVar("T")
+Stage = Literal["discovering", "collecting", "revalidating", "episode", "group"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    """``stage`` plus, for ``episode``/``group``, how many of ``total`` are finished."""
+
+    stage: Stage
+    completed: int = 0
+    total: int = 0
+
+
+ProgressHook = Callable[[ProgressEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedGroup:
+    """One finished group: its plan, the shared prompt, candidate 0's reset observation."""
+
+    plan: GroupPlan
+    messages: list[ChatMessage]
+    reset_observation: ObservationRecord
+    episodes: list[EpisodeResult]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Collection:
+    """A complete, revalidated collection: everything the three files are built from.
+
+    The repr is deliberately short: Python 3.11's ``asyncio.run`` formats the repr of the
+    main task (and so of its result) when it restores the SIGINT handler, and a full
+    repr of every record would cost more than the collection's own bookkeeping.
+    """
+
+    controls: CollectionControls
+    reset_plan: ResetPlan
+    environments: list[EnvironmentInspection]
+    behavior: BehaviorPolicyIdentity
+    groups: list[CollectedGroup]
+
+    def __repr__(self) -> str:
+        return f"Collection(groups={len(self.groups)}, environments={len(self.environments)})"
+
+
+def inspection_record(inspection: Inspection) -> EnvironmentInspection:
+    """The recorded form of a live inspection (identity + raw action/observation/state)."""
+    schema = inspection.environment_schema
+    return EnvironmentInspection(
+        identity=EnvironmentIdentityRecord.from_identity(inspection.identity),
+        schema=EnvironmentSchema(
+            action=schema.get("action"),
+            observation=schema.get("observation"),
+            state=schema.get("state"),
+        ),
+    )
+
+
+def behavior_identity(policy: Policy) -> BehaviorPolicyIdentity:
+    """The policy's identity as ``RolloutBehaviorPolicyIdentityV1`` (docs/contract.md)."""
+    return validate_record(BehaviorPolicyIdentity, policy.identity().rollout_identity())
+
+
+async def _gather_or_cancel(awaitables: Sequence[Awaitable[T]]) -> list[T]:
+    """All results in order; the first failure cancels the rest (and waits for them)."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _check_integrity(plan: GroupPlan, episodes: list[EpisodeResult], url: str) -> None:
+    first = episodes[0]
+    messages = messages_sha256(first.messages)
+    observation = reset_observation_sha256(first.reset_observation)
+    for episode in episodes[1:]:
+        if (
+            messages_sha256(episode.messages) != messages
+            or reset_observation_sha256(episode.reset_observation) != observation
+        ):
+            raise ResetNondeterministic(
+                f"group {plan.group_index} (environment {plan.environment_index}, {url}, "
+                f"seed {plan.seed}): candidate {episode.candidate_index} got a different reset "
+                "observation than candidate 0; reset(seed) must be deterministic"
+            )
+
+
+async def collect(
+    controls: CollectionControls,
+    policy: Policy,
+    *,
+    environ: Mapping[str, str] | None = None,
+    progress: ProgressHook | None = None,
+    budget: RetainedBudget | None = None,
+) -> Collection:
+    """Run the whole collection; raises a typed error and returns nothing on any failure."""
+    notify = progress or (lambda event: None)
+    budget = budget or RetainedBudget()
+    reset_plan = ResetPlan.from_templates(controls.reset_templates)
+    for template in reset_plan.templates:
+        budget.charge(template, what="a reset template")
+    behavior = behavior_identity(policy)
+    async with contextlib.AsyncExitStack() as stack:
+        clients: list[OpenEnvClient] = []
+        for index, url in enumerate(controls.environments):
+            slot = controls.credential_envs[index] if controls.credential_envs else None
+            client = OpenEnvClient(url, credential_env=slot, environ=environ)
+            await stack.enter_async_context(client)
+            clients.append(client)
+        notify(ProgressEvent("discovering"))
+        first = await _gather_or_cancel([client.inspect() for client in clients])
+        contexts = [
+            EnvironmentContext(index, client, inspection_record(found), found.action_schema)
+            for index, (client, found) in enumerate(zip(clients, first, strict=True))
+        ]
+        notify(ProgressEvent("collecting", 0, controls.groups))
+        semaphore = asyncio.Semaphore(controls.in_flight)
+        groups: list[CollectedGroup] = []
+        finished = 0
+
+        async def candidate(env: EnvironmentContext, plan: GroupPlan, index: int) -> EpisodeResult:
+            nonlocal finished
+            async with semaphore:
+                result = await run_episode(
+                    env,
+                    plan,
+                    index,
+                    controls=controls,
+                    policy=policy,
+                    behavior=behavior,
+                    budget=budget,
+                )
+            finished += 1
+            notify(ProgressEvent("episode", finished, controls.rollout_count))
+            return result
+
+        for plan in group_plan(reset_plan, controls.groups, controls.seed_start):
+            env = contexts[plan.environment_index]
+            budget.charge(plan.reset_payload, what="a reset payload")
+            episodes = await _gather_or_cancel(
+                [candidate(env, plan, index) for index in range(controls.group_size)]
+            )
+            _check_integrity(plan, episodes, env.inspection.identity.base_url)
+            groups.append(
+                CollectedGroup(plan, episodes[0].messages, episodes[0].reset_observation, episodes)
+            )
+            notify(ProgressEvent("group", len(groups), controls.groups))
+        notify(ProgressEvent("revalidating"))
+        again = await _gather_or_cancel([client.inspect() for client in clients])
+        problems: list[str] = []
+        for index, (before, after) in enumerate(zip(first, again, strict=True)):
+            changed = compare_identities(
+                before.identity,
+                after.identity,
+                expected_schema=before.environment_schema,
+                actual_schema=after.environment_schema,
+            )
+            if changed:
+                problems.append(
+                    f"environment {index} ({before.identity.base_url}): {', '.join(changed)}"
+                )
+        if problems:
+            raise EnvironmentIdentityChanged(
+                "environment identity changed during collection; nothing was published: "
+                + "; ".join(problems),
+                hint="pin the environment deployment and collect again",
+            )
+    return Collection(controls, reset_plan, [c.inspection for c in contexts], behavior, groups)

@@ -1,0 +1,358 @@
+"""One candidate episode (kiln-openenv-contract §5.4, outcome table §7.3).
+
+Capacity-aware session + reset with the group's exact payload, the two initial messages,
+then up to ``max_steps`` model turns. Each turn the policy runs inside the session's
+keep-alive pump; its final content is parsed (:func:`parse_model_action`) and validated
+against the discovered action schema before anything reaches the wire:
+
+=================================  ================  ===========  =====  ==============
+event                              termination       return       step   exchange
+=================================  ================  ===========  =====  ==============
+observation, done=false            (continue)        + reward     yes    observation
+observation, done=true             ``done``          + reward     yes    observation
+recoverable error, budget left     (continue)        + penalty    yes    continued=true
+recoverable error, budget spent    ``protocol_error``+ penalty    yes    continued=false
+terminal-code error                ``protocol_error``+ penalty    yes    continued=false
+no final content / not one JSON    ``invalid_model_  + penalty    no     none
+object / fails the action schema   action``          (last)
+horizon exhausted                  ``max_steps``
+=================================  ================  ===========  =====  ==============
+
+Every other client error (transport, timeout, poisoned session, reflection, policy
+failure) propagates and aborts the whole collection. The return is summed in exchange
+order with the invalid-action penalty last, exactly as the verifier recomputes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kiln_verify.core.jsonio import loads
+from kiln_verify.errors import (
+    KilnError,
+    ProtocolViolation,
+    RecoverableProtocolError,
+    ResetDone,
+    TerminalProtocolError,
+)
+from kiln_verify.limits import MAX_ACTION_ISSUES, MAX_CLIENT_FRAME_BYTES
+from kiln_verify.openenv.action_schema import ActionSchema
+from kiln_verify.openenv.client import OpenEnvClient
+from kiln_verify.openenv.collect.controls import CollectionControls
+from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
+from kiln_verify.openenv.policy.base import Policy, PolicyRequest, PolicyResponse
+from kiln_verify.openenv.records.common import (
+    BehaviorPolicyIdentity,
+    EnvironmentInspection,
+    EpisodeTermination,
+    ObservationRecord,
+    ProtocolErrorRecord,
+)
+from kiln_verify.openenv.records.prompt import (
+    action_content,
+    harness_error_segment,
+    initial_messages,
+    observation_segment,
+    protocol_error_segment,
+)
+from kiln_verify.openenv.records.replay import (
+    ObservationResult,
+    ProtocolErrorResult,
+    ReplayCandidate,
+    ReplayExchange,
+)
+from kiln_verify.openenv.records.rollout import (
+    ROLLOUT_SCHEMA,
+    TURN_BREAK,
+    ChatMessage,
+    OpenEnvRolloutProvenance,
+    ScoredRollout,
+    TurnSegment,
+)
+from kiln_verify.openenv.records.serialize import action_schema_sha256
+from kiln_verify.openenv.records.summary import RolloutRecord
+from kiln_verify.openenv.session import Session
+from kiln_verify.openenv.wire import ProtocolError
+
+__all__ = ["EnvironmentContext", "EpisodeResult", "parse_model_action", "run_episode"]
+
+_FENCE = "```"
+
+
+def parse_model_action(text: str) -> dict[str, Any] | str:
+    """The action object of a model's final content, or the reason it is not one.
+
+    Trim; a leading ```` ``` ```` (optionally tagged ``json``/``JSON``) needs a closing
+    fence and is stripped; the rest must be exactly one strict JSON value, an object
+    (trailing text is rejected).
+    """
+    body = text.strip()
+    if body.startswith(_FENCE):
+        inner = body[len(_FENCE) :]
+        if inner.startswith(("json", "JSON")):
+            inner = inner[4:]
+        if len(body) < 2 * len(_FENCE) or not inner.endswith(_FENCE):
+            return "the code fence is not closed"
+        body = inner[: -len(_FENCE)].strip()
+    try:
+        value = loads(body, max_bytes=MAX_CLIENT_FRAME_BYTES)
+    except KilnError as exc:
+        return f"the model output is not one JSON object ({exc.code}: {exc.rule})"
+    if not isinstance(value, dict):
+        return f"the model output is a JSON {type(value).__name__}, not an object"
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentContext:
+    """One discovered environment as every episode against it needs it."""
+
+    index: int
+    client: OpenEnvClient
+    inspection: EnvironmentInspection
+    action_schema: ActionSchema
+
+    @property
+    def name(self) -> str:
+        return self.inspection.identity.metadata.name
+
+    @property
+    def action_schema_sha256(self) -> str:
+        return str(action_schema_sha256(self.inspection.schema_.action))
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeResult:
+    """One candidate's three representations plus what group integrity compares."""
+
+    candidate_index: int
+    messages: list[ChatMessage]
+    reset_observation: ObservationRecord
+    rollout: ScoredRollout
+    replay: ReplayCandidate
+    record: RolloutRecord
+
+
+async def _act(session: Session, policy: Policy, request: PolicyRequest) -> PolicyResponse:
+    """The policy's answer, with the session kept alive while it takes time.
+
+    The call starts as a task and gets one loop turn; a policy that answers without
+    waiting (scripted, random) is done then and costs no keep-alive machinery.
+    """
+    task = asyncio.ensure_future(policy.act(request))
+    try:
+        await asyncio.sleep(0)
+    except BaseException:
+        task.cancel()
+        raise
+    if task.done():
+        return task.result()
+    return await session.keep_alive_while(task)
+
+
+def _finite(total: float) -> float:
+    if not math.isfinite(total):
+        raise ProtocolViolation("the episode return is no longer a finite number")
+    return total
+
+
+async def run_episode(
+    env: EnvironmentContext,
+    group: GroupPlan,
+    candidate_index: int,
+    *,
+    controls: CollectionControls,
+    policy: Policy,
+    behavior: BehaviorPolicyIdentity,
+    budget: RetainedBudget,
+) -> EpisodeResult:
+    """Run one candidate to its end and build its corpus, replay and summary entries."""
+    acquisition = await env.client.open_session_with_capacity(
+        controls.capacity_wait_seconds, reset_data=group.reset_payload
+    )
+    session = acquisition.session
+    try:
+        reset = acquisition.observation
+        assert reset is not None
+        if reset.done:
+            raise ResetDone(
+                f"environment {env.index} ({env.name!r}) answered reset(seed={group.seed}) "
+                "with done: true"
+            )
+        reset_record = ObservationRecord.from_wire(reset)
+        budget.charge(reset.observation, reset.metadata, what="a reset observation")
+        messages = initial_messages(env.inspection, reset_record)
+        chat: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in messages]
+        trajectory: list[TurnSegment] = []
+        exchanges: list[ReplayExchange] = []
+        total = 0.0
+        steps = recoverable = tokens = 0
+        latency = 0.0
+        termination: EpisodeTermination = "max_steps"
+        error_code: str | None = None
+        ended_by_terminal_code = False
+        invalid = False
+        latest: Any = reset.observation
+        penalty = controls.protocol_error_reward
+
+        def add(*segments: TurnSegment) -> None:
+            trajectory.extend(segments)
+            chat.extend({"role": s.role, "content": s.content} for s in segments)
+
+        for step_index in range(controls.max_steps):
+            request = PolicyRequest.for_step(
+                messages=list(chat),
+                action_schema=env.inspection.schema_.action,
+                seed=group.seed,
+                candidate_index=candidate_index,
+                step_index=step_index,
+                temperature=controls.temperature,
+                max_action_tokens=controls.max_action_tokens,
+                thinking=controls.thinking,
+                observation=latest,
+                environment_name=env.name,
+            )
+            response = await _act(session, policy, request)
+            tokens += response.total_tokens
+            latency += response.latency_ms
+            if not response.text.strip():
+                add(
+                    TurnSegment.action(response.reasoning or ""),
+                    harness_error_segment(
+                        "MODEL_ACTION_NO_OUTPUT", "the model produced no final content"
+                    ),
+                )
+                invalid = True
+                break
+            text = action_content(
+                response.text, thinking=controls.thinking, reasoning=response.reasoning
+            )
+            budget.charge_bytes(len(text.encode("utf-8")), "a model action")
+            parsed = parse_model_action(response.text)
+            if isinstance(parsed, str):
+                add(TurnSegment.action(text), harness_error_segment("INVALID_MODEL_ACTION", parsed))
+                invalid = True
+                break
+            issues = env.action_schema.issues(parsed)
+            if issues:
+                reason = "the action violates the action schema: " + "; ".join(
+                    issue.describe() for issue in issues[:MAX_ACTION_ISSUES]
+                )
+                add(
+                    TurnSegment.action(text),
+                    harness_error_segment("ACTION_SCHEMA_VALIDATION_FAILED", reason),
+                )
+                invalid = True
+                break
+            steps += 1
+            error: ProtocolError | None = None
+            try:
+                observation = await session.step(parsed)
+            except (RecoverableProtocolError, TerminalProtocolError) as exc:
+                if exc.error is None:
+                    raise
+                error = exc.error
+            if error is None:
+                obs_record = ObservationRecord.from_wire(observation)
+                budget.charge(observation.observation, observation.metadata, what="an observation")
+                total = _finite(total + observation.reward.training_value)
+                add(TurnSegment.action(text), observation_segment("step result", obs_record))
+                exchanges.append(
+                    ReplayExchange(
+                        step_index=step_index,
+                        action=parsed,
+                        result=ObservationResult(observation=obs_record),
+                    )
+                )
+                latest = observation.observation
+                if observation.done:
+                    termination = "done"
+                    break
+                continue
+            error_record = ProtocolErrorRecord.from_wire(error)
+            budget.charge(error.message, error.errors, what="a protocol error")
+            continued = error.recoverable and recoverable < controls.max_recoverable_errors
+            if error.recoverable:
+                recoverable += 1
+            total = _finite(total + penalty)
+            add(TurnSegment.action(text), protocol_error_segment(error_record, continued))
+            exchanges.append(
+                ReplayExchange(
+                    step_index=step_index,
+                    action=parsed,
+                    result=ProtocolErrorResult(error=error_record, continued=continued),
+                )
+            )
+            if not continued:
+                termination = "protocol_error"
+                error_code = error_record.code
+                ended_by_terminal_code = not error.recoverable
+                break
+        if invalid:
+            termination = "invalid_model_action"
+            total = _finite(total + penalty)
+        state_kwargs: dict[str, Any] = {}
+        if not ended_by_terminal_code:
+            final_state = await session.state()
+            budget.charge(final_state, what="a final state")
+            state_kwargs["final_state"] = final_state
+    finally:
+        await session.close()
+
+    done = termination == "done"
+    replay = ReplayCandidate(
+        candidate_index=candidate_index,
+        exchanges=exchanges,
+        **state_kwargs,
+        episode_return=total,
+        terminal_done=done,
+        termination=termination,
+        recoverable_protocol_errors=recoverable,
+        capacity_retries=acquisition.retries,
+        model_tokens=tokens,
+        model_latency_ms=latency,
+    )
+    identity = env.inspection.identity
+    provenance = OpenEnvRolloutProvenance(
+        schema=ROLLOUT_SCHEMA,
+        environment_name=identity.metadata.name,
+        environment_base_url=identity.base_url,
+        openapi_version=identity.openapi_version,
+        discovery_sha256=identity.discovery_sha256,
+        environment_schema_sha256=identity.schema_sha256,
+        action_schema_sha256=env.action_schema_sha256,
+        behavior_policy=behavior,
+        reset_sha256=str(group.reset_sha256),
+        seed=group.seed,
+        steps=steps,
+        episode_return=total,
+        terminal_done=done,
+        termination=termination,
+        protocol_error_code=error_code,
+    )
+    rollout = ScoredRollout(
+        text=TURN_BREAK.join(s.content for s in trajectory if s.kind == "action"),
+        reward=total,
+        trajectory=trajectory,
+        openenv=provenance,
+    )
+    record = RolloutRecord(
+        group_index=group.group_index,
+        candidate_index=candidate_index,
+        environment_name=identity.metadata.name,
+        environment_url=identity.base_url,
+        seed=group.seed,
+        steps=steps,
+        episode_return=total,
+        terminal_done=done,
+        termination=termination,
+        recoverable_protocol_errors=recoverable,
+        capacity_retries=acquisition.retries,
+        model_tokens=tokens,
+        model_latency_ms=latency,
+        protocol_error_code=error_code,
+    )
+    return EpisodeResult(candidate_index, messages, reset_record, rollout, replay, record)

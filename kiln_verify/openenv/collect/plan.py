@@ -1,0 +1,104 @@
+"""The reset plan and the deterministic group plan (kiln-openenv-contract §5.2, §5.3).
+
+Reset plan: one seed-free template per environment (any caller ``seed`` removed), bound
+by ``reset_plan_sha256``. Group plan: group ``g`` uses environment ``g mod n``, seed
+``seed_start + g`` and the reset payload = that environment's template with ``seed``
+set. Both are pure functions of the controls, so a verifier can recompute them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kiln_verify.core.digest import Sha256Digest
+from kiln_verify.errors import LimitExceeded
+from kiln_verify.limits import MAX_RETAINED_BYTES
+from kiln_verify.openenv.records.serialize import (
+    effective_reset_payload,
+    reset_plan_sha256,
+    reset_sha256,
+    seed_free_template,
+)
+
+__all__ = ["GroupPlan", "ResetPlan", "RetainedBudget", "group_plan"]
+
+_SIZER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ResetPlan:
+    """Seed-free templates aligned with the environments, and their digest."""
+
+    templates: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def from_templates(cls, templates: Sequence[Mapping[str, Any]]) -> ResetPlan:
+        return cls(tuple(seed_free_template(t) for t in templates))
+
+    @property
+    def sha256(self) -> Sha256Digest:
+        return reset_plan_sha256(self.templates)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    """One planned group: where, with which seed and which exact reset payload."""
+
+    group_index: int
+    environment_index: int
+    seed: int
+    reset_payload: dict[str, Any]
+
+    @property
+    def reset_sha256(self) -> Sha256Digest:
+        return reset_sha256(self.reset_payload)
+
+
+def group_plan(plan: ResetPlan, groups: int, seed_start: int) -> Iterator[GroupPlan]:
+    """Groups ``0..groups-1`` in order (whole groups rotate round-robin over environments)."""
+    count = len(plan.templates)
+    for index in range(groups):
+        environment = index % count
+        seed = seed_start + index
+        yield GroupPlan(
+            index, environment, seed, effective_reset_payload(plan.templates[environment], seed)
+        )
+
+
+class RetainedBudget:
+    """The single in-memory budget of a collection (§5.6), charged as data arrives.
+
+    Reset payloads, actions, observations, errors and final states are charged their
+    compact-JSON size; exhaustion is ``limit_exceeded`` (``MAX_RETAINED_BYTES``) and
+    aborts the collection before anything is published.
+    """
+
+    def __init__(self, bound: int = MAX_RETAINED_BYTES) -> None:
+        self.bound = bound
+        self.used = 0
+
+    def charge_bytes(self, size: int, what: str) -> None:
+        self.used += size
+        if self.used > self.bound:
+            raise LimitExceeded(
+                f"retained collection data (at {what})",
+                limit="MAX_RETAINED_BYTES",
+                bound=self.bound,
+                observed=self.used,
+                hint="collect fewer groups, steps or smaller observations per run",
+            )
+
+    def charge(self, *values: Any, what: str) -> None:
+        """Charge the compact-JSON size of ``values`` (already-parsed JSON data).
+
+        Sized with the C encoder of :mod:`json` (no key sorting, floats as ``repr``): the
+        budget is a memory guard, so a spelling that differs from :mod:`jsonenc` by a
+        few characters per float does not matter, and this costs no pure-Python pass.
+        """
+        size = 0
+        for value in values:
+            size += len(_SIZER.encode(value).encode("utf-8"))
+        self.charge_bytes(size, what)

@@ -1,0 +1,102 @@
+"""`kiln-verify openenv rollout`: the default embedded run, JSON output, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kiln_verify.cli import app
+from kiln_verify.openenv.records.summary import read_summary
+from oracle.runner import ServerHandle
+
+DEFAULT_FILES = ["openenv.replay.json", "openenv.rollout-summary.json", "openenv.rollouts.jsonl"]
+
+
+def _files(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+def test_default_run_writes_the_three_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["openenv", "rollout"])
+    assert result.exit_code == 0, result.output
+    assert _files(tmp_path) == DEFAULT_FILES
+    summary = read_summary((tmp_path / "openenv.rollout-summary.json").read_bytes())
+    assert summary.rollout_count == 32
+    assert summary.max_steps == 8
+    assert summary.environments[0].identity.metadata.name == "BanditEnvironment"
+    assert "capacity retries" in result.output
+    again = CliRunner().invoke(app, ["openenv", "rollout"])
+    assert again.exit_code == 1
+    assert "target_exists" in again.output
+    forced = CliRunner().invoke(app, ["openenv", "rollout", "--force", "--seed-start", "5"])
+    assert forced.exit_code == 0
+    assert read_summary((tmp_path / "openenv.rollout-summary.json").read_bytes()).seed_start == 5
+
+
+def test_json_output_names_the_files_and_stats(
+    servers: dict[str, ServerHandle], tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    out.mkdir()
+    args = ["openenv", "rollout", "--environment", servers["counter"].base_url, "--json"]
+    args += ["--groups", "2", "--group-size", "2", "--max-steps", "2", "--thinking", "false"]
+    args += ["--output", str(out / "d.jsonl"), "--replay-output", str(out / "r.json")]
+    args += ["--summary-output", str(out / "s.json")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["summary"] == str(out / "s.json")
+    assert report["dataset"] == str(out / "d.jsonl")
+    summary = read_summary((out / "s.json").read_bytes())
+    assert report["stats"] == summary.stats.to_json()
+    assert summary.thinking is False
+    assert summary.rollout_count == 4
+    assert _files(out) == ["d.jsonl", "r.json", "s.json"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--groups", "0"],
+        ["--group-size", "300"],
+        ["--thinking", "maybe"],
+        ["--temperature", "-1"],
+        ["--output", "same.json", "--replay-output", "same.json"],
+        ["--reset-options", "-", "--environment-reset-options", "-"],
+        ["--policy", "nonsense"],
+        ["--policy", "scripted"],
+        ["--oracle", "bandit", "--environment", "http://127.0.0.1:9"],
+        [
+            "--environment",
+            "http://127.0.0.1:9",
+            "--environment",
+            "http://127.0.0.1:8",
+            "--groups",
+            "1",
+        ],
+        ["--thinking-budget-tokens", "300"],
+        ["--groups"],
+    ],
+)
+def test_usage_errors_exit_2_and_write_nothing(
+    extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["openenv", "rollout", *extra])
+    assert result.exit_code == 2, result.output
+    assert _files(tmp_path) == []
+
+
+def test_collection_failure_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["openenv", "rollout", "--environment", "http://127.0.0.1:9", "--groups", "1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert "error: environment_transport" in result.output
+    assert _files(tmp_path) == []
