@@ -490,6 +490,22 @@ class EnvironmentIdentityChanged(OpenEnvError):
     default_hint = "the environment changed; start a new run against the current identity"
 
 
+class ResetNondeterministic(OpenEnvError):
+    """Candidates of one group got different reset observations or prompts for one seed."""
+
+    code = "reset_nondeterministic"
+    default_hint = (
+        "reset(seed) must be deterministic: derive every random choice of reset from the seed"
+    )
+
+
+class ResetDone(OpenEnvError):
+    """A reset answered ``done: true``; a trainable rollout needs at least one action."""
+
+    code = "reset_done"
+    default_hint = "the environment must start episodes in a non-terminal state"
+
+
 class TaskApiInvalid(OpenEnvError):
     """A Task API response is malformed, or the environment/split selection is ambiguous."""
 
@@ -568,6 +584,118 @@ class PolicyGenerationFailed(PolicyError):
 
     code = "policy_generation_failed"
     default_hint = "check the model directory: config, weights, tokenizer and chat template"
+
+
+# --- offline bundle verification (kiln-openenv-contract §6) -----------------------------
+
+
+class BundleError(KilnError, abstract=True):
+    """A rollout bundle fails offline verification: a rule of §6 is broken.
+
+    ``location`` names the group / candidate / step (or record) concerned, e.g.
+    ``group 3 candidate 1 step 0``; ``path`` is the bundle file the rule was checked in.
+    """
+
+    default_hint = (
+        "the bundle was modified or produced by a non-conforming collector; "
+        "re-collect it or restore the published files"
+    )
+
+    def __init__(
+        self,
+        rule: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+        location: str | None = None,
+    ) -> None:
+        self.location = location
+        super().__init__(rule, path=path, line=line, hint=hint)
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.location is None:
+            return text
+        return text.replace(f"{self.code}: ", f"{self.code}: {self.location}: ", 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.location is not None:
+            out["location"] = self.location
+        return out
+
+
+class BundleDatasetDigestMismatch(BundleError):
+    """The JSONL bytes differ from the summary's (or the replay's) size / SHA-256 (§6.3, §6.6)."""
+
+    code = "bundle_dataset_digest_mismatch"
+
+
+class BundleReplayDigestMismatch(BundleError):
+    """The replay file bytes differ from the summary's size / SHA-256 (§6.3)."""
+
+    code = "bundle_replay_digest_mismatch"
+
+
+class BundleReplayInconsistent(BundleError):
+    """The replay manifest contradicts itself (§6.5: indices, terminations, budget, state)."""
+
+    code = "bundle_replay_inconsistent"
+
+
+class BundleReturnMismatch(BundleError):
+    """A recomputed episode return (or reward) differs bit-wise from the recorded one."""
+
+    code = "bundle_return_mismatch"
+
+
+class BundleHeaderMismatch(BundleError):
+    """Summary and replay disagree on environments, max_steps, penalty or counts (§6.6)."""
+
+    code = "bundle_header_mismatch"
+
+
+class BundleResetPlanMismatch(BundleError):
+    """The reset payloads do not reconstruct ``reset_plan_sha256`` (§6.7)."""
+
+    code = "bundle_reset_plan_mismatch"
+
+
+class BundleGroupPlanMismatch(BundleError):
+    """A group breaks the deterministic plan: size, seed, environment, reset seed (§6.8)."""
+
+    code = "bundle_group_plan_mismatch"
+
+
+class BundleMessagesMismatch(BundleError):
+    """A JSONL line's prompt differs from the recomputed initial messages (§6.8)."""
+
+    code = "bundle_messages_mismatch"
+
+
+class BundleProvenanceMismatch(BundleError):
+    """A completion's ``kiln.openenv-rollout.v1`` provenance contradicts the replay (§6.9)."""
+
+    code = "bundle_provenance_mismatch"
+
+
+class BundleTrajectoryMismatch(BundleError):
+    """A completion's trajectory or text does not match the replay exchanges (§6.9)."""
+
+    code = "bundle_trajectory_mismatch"
+
+
+class BundleRecordMismatch(BundleError):
+    """A summary ``rollouts[]`` record contradicts the replay candidate (§6.9)."""
+
+    code = "bundle_record_mismatch"
+
+
+class BundleStatsMismatch(BundleError):
+    """The summary ``stats`` differ from the recomputed statistics (§6.10)."""
+
+    code = "bundle_stats_mismatch"
 
 
 ERROR_CLASSES: Mapping[str, type[KilnError]] = MappingProxyType(dict(_REGISTRY))

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kiln_verify.cli.openenv_verify import register as _register_verify
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_TASK_PAGE
 from kiln_verify.openenv.client import OpenEnvClient
@@ -140,3 +141,11 @@ def tasks_command(
             text = json.dumps(row, ensure_ascii=True, sort_keys=True)
             rows.add_row(str((catalog.start or 0) + offset), text[:200])
         console.print(rows, markup=False)
+
+
+_register_verify(openenv_app)
+
+
+from kiln_verify.cli.openenv_rollout import register as _register_rollout  # noqa: E402
+
+_register_rollout(openenv_app)

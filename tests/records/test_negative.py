@@ -292,3 +292,11 @@ def test_kind_defaults_to_context_and_is_always_written() -> None:
     segment = TurnSegment.from_json({"role": "user", "content": "c"})
     assert segment.kind == "context"
     assert segment.to_json() == {"role": "user", "content": "c", "kind": "context"}
+
+
+@pytest.mark.parametrize("key", ["schema", "client_profile"])
+def test_nested_constant_tags_are_required(key: str) -> None:
+    # The models give these tags defaults for Python callers; a document must spell them.
+    error = _replay(_set(f"environments.0.identity.{key}", _DELETE))
+    assert error.code == "record_invalid"
+    assert f"'{key}' is required" in str(error)

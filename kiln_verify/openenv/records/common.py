@@ -19,11 +19,12 @@ problem, never the offending value.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import unicodedata
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -250,6 +251,11 @@ class Record(BaseModel):
             for key in cls._omit_when_none:
                 if key in data and data[key] is None:
                     raise ValueError(f"{key!r} must be omitted rather than null")
+            # A constant tag (`schema`, `client_profile`) has a default for Python callers,
+            # but a document that leaves it out is not the record it claims to be.
+            for key in _constant_keys(cls):
+                if key not in data:
+                    raise ValueError(f"{key!r} is required")
         return data
 
     @model_serializer(mode="wrap")
@@ -305,6 +311,17 @@ def _tag_free_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]
         parts.append(part)
         skip = part in _TAGGED_UNION_FIELDS
     return tuple(parts)
+
+
+@functools.cache
+def _constant_keys(cls: type[Record]) -> frozenset[str]:
+    """Output names of fields typed as a single-value `Literal` (schema and profile tags)."""
+    keys = set()
+    for name, field in cls.model_fields.items():
+        annotation = field.annotation
+        if get_origin(annotation) is Literal and len(get_args(annotation)) == 1:
+            keys.add(field.alias or name)
+    return frozenset(keys)
 
 
 def validate_record(

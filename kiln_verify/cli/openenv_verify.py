@@ -1,0 +1,56 @@
+"""`kiln-verify openenv verify`: offline verification of a rollout bundle (contract §6).
+
+Exit 0 with the ``kiln.openenv-verification.v1`` report; exit 1 with the typed error's
+code, rule, file and location (``--json`` prints either as JSON on stdout).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kiln_verify.errors import KilnError
+from kiln_verify.openenv.records.serialize import report_bytes
+from kiln_verify.openenv.verify import verify_bundle
+
+__all__ = ["register", "verify_command"]
+
+_SUMMARY = typer.Option(..., "--summary", help="The rollout summary (receipt) to verify.")
+_DATASET = typer.Option(None, "--dataset", help="Override the recorded JSONL corpus path.")
+_REPLAY = typer.Option(None, "--replay", help="Override the recorded replay manifest path.")
+_JSON = typer.Option(False, "--json", help="Print the report (or the error) as JSON.")
+
+
+def verify_command(
+    summary: Path = _SUMMARY,
+    dataset: Path | None = _DATASET,
+    replay: Path | None = _REPLAY,
+    as_json: bool = _JSON,
+) -> None:
+    """Verify a rollout bundle offline: digests, replay, plans, provenance, statistics."""
+    try:
+        report = verify_bundle(summary, dataset_path=dataset, replay_path=replay)
+    except KilnError as exc:
+        if as_json:
+            typer.echo(json.dumps({"error": exc.to_dict()}, indent=2, ensure_ascii=False))
+        else:
+            typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    if as_json:
+        typer.echo(report_bytes(report).decode("utf-8"), nl=False)
+        return
+    table = Table(title="OpenEnv bundle verified", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in report.to_json().items():
+        table.add_row(key, str(value))
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``verify`` command to the ``openenv`` command group."""
+    app.command("verify")(verify_command)

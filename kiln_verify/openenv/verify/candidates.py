@@ -1,0 +1,299 @@
+"""One candidate against its JSONL completion and summary record (kiln-openenv-contract §6.9).
+
+* provenance (``kiln.openenv-rollout.v1``) mirrors the replay: return bits, steps, seed,
+  termination, final error code, identity and schema digests, reset digest, behaviour
+  policy;
+* the trajectory has two segments per exchange (+2 for an invalid tail), ``text`` is the
+  ``<TURN_BREAK>``-join of the action segments, each action segment parses to the recorded
+  action, each result segment is the exact rendering of the recorded result;
+* the summary record repeats the replay's outcome and accounting.
+
+Deviation from Kiln's newest verifier (reference §17.1): the invalid-action tail accepts
+all three harness codes, including ``ACTION_SCHEMA_VALIDATION_FAILED``, which Kiln's own
+collector writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kiln_verify.core.jsonenc import dumps_canonical, dumps_compact
+from kiln_verify.core.jsonio import loads
+from kiln_verify.errors import (
+    BundleProvenanceMismatch,
+    BundleRecordMismatch,
+    BundleReturnMismatch,
+    BundleTrajectoryMismatch,
+    KilnError,
+)
+from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
+from kiln_verify.openenv.records.common import (
+    BehaviorPolicyIdentity,
+    EnvironmentInspection,
+    bits_equal,
+)
+from kiln_verify.openenv.records.prompt import (
+    HARNESS_CODES,
+    THINK_CLOSE,
+    observation_content,
+    protocol_error_content,
+)
+from kiln_verify.openenv.records.replay import (
+    ObservationResult,
+    ProtocolErrorResult,
+    ReplayCandidate,
+)
+from kiln_verify.openenv.records.rollout import TURN_BREAK, ScoredRollout, TurnSegment
+from kiln_verify.openenv.records.summary import RolloutRecord
+from kiln_verify.openenv.verify.replay_checks import where
+
+__all__ = ["CandidateContext", "check_candidate", "final_error_code", "parse_action_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateContext:
+    """What one group's candidates are checked against (computed once per group)."""
+
+    group: int
+    seed: int
+    inspection: EnvironmentInspection
+    action_schema_sha256: str
+    reset_sha256: str
+    behavior_policy: BehaviorPolicyIdentity | None
+    check_behavior_policy: bool
+    dataset_shown: str
+    summary_shown: str
+    line: int
+
+
+def final_error_code(candidate: ReplayCandidate) -> str | None:
+    """The code of the non-continued error that ended the candidate, if any."""
+    if candidate.exchanges:
+        last = candidate.exchanges[-1].result
+        if isinstance(last, ProtocolErrorResult) and not last.continued:
+            return last.error.code
+    return None
+
+
+def parse_action_text(content: str) -> Any:
+    """The action a segment's text stands for: after the FIRST ``</think>``, trimmed, an
+    optional Markdown fence (``json``/``JSON`` tag) removed, one strict JSON object."""
+    _, found, answer = content.partition(THINK_CLOSE)
+    text = (answer if found else content).strip()
+    if text.startswith("```"):
+        body = text[3:]
+        for tag in ("json", "JSON"):
+            if body.startswith(tag):
+                body = body[len(tag) :]
+                break
+        if not body.rstrip().endswith("```"):
+            raise ValueError("unterminated code fence")
+        text = body.rstrip()[:-3].strip()
+    value = loads(text.encode("utf-8"), max_bytes=MAX_OPENENV_DATASET_BYTES)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def _json_content(content: str) -> Any:
+    try:
+        return loads(content.encode("utf-8"), max_bytes=MAX_OPENENV_DATASET_BYTES)
+    except KilnError:
+        return None
+
+
+def _check_provenance(
+    completion: ScoredRollout, candidate: ReplayCandidate, ctx: CandidateContext
+) -> None:
+    loc = where(ctx.group, candidate.candidate_index)
+    prov = completion.openenv
+    if not bits_equal(completion.reward, candidate.episode_return) or not bits_equal(
+        prov.episode_return, candidate.episode_return
+    ):
+        raise BundleReturnMismatch(
+            "completion reward / openenv.episode_return differ bit-wise from the replay "
+            "return (§6.9)",
+            path=ctx.dataset_shown,
+            line=ctx.line,
+            location=loc,
+        )
+    identity = ctx.inspection.identity
+    expected: list[tuple[str, Any, Any]] = [
+        ("steps", prov.steps, len(candidate.exchanges)),
+        ("seed", prov.seed, ctx.seed),
+        ("termination", prov.termination, candidate.termination),
+        ("terminal_done", prov.terminal_done, candidate.terminal_done),
+        ("protocol_error_code", prov.protocol_error_code, final_error_code(candidate)),
+        ("environment_name", prov.environment_name, identity.metadata.name),
+        ("environment_base_url", prov.environment_base_url, identity.base_url),
+        ("openapi_version", prov.openapi_version, identity.openapi_version),
+        ("environment_schema_sha256", prov.environment_schema_sha256, identity.schema_sha256),
+        ("action_schema_sha256", prov.action_schema_sha256, ctx.action_schema_sha256),
+        ("reset_sha256", prov.reset_sha256, ctx.reset_sha256),
+    ]
+    if prov.discovery_sha256 is not None:
+        expected.append(("discovery_sha256", prov.discovery_sha256, identity.discovery_sha256))
+    if ctx.check_behavior_policy:
+        expected.append(("behavior_policy", prov.behavior_policy, ctx.behavior_policy))
+    for name, found, wanted in expected:
+        if found != wanted or type(found) is not type(wanted):
+            raise BundleProvenanceMismatch(
+                f"openenv.{name} differs from the replay / inspection (§6.9)",
+                path=ctx.dataset_shown,
+                line=ctx.line,
+                location=loc,
+            )
+
+
+def _segment_fail(
+    ctx: CandidateContext, candidate: int, step: int | None, rule: str
+) -> BundleTrajectoryMismatch:
+    return BundleTrajectoryMismatch(
+        rule + " (§6.9)",
+        path=ctx.dataset_shown,
+        line=ctx.line,
+        location=where(ctx.group, candidate, step),
+    )
+
+
+def _check_action_segment(segment: TurnSegment) -> bool:
+    return (
+        segment.role == "assistant"
+        and segment.kind == "action"
+        and segment.tool_call_id is None
+        and segment.warning_prefix_len is None
+    )
+
+
+def _is_result_segment(segment: TurnSegment) -> bool:
+    return segment.role == "tool" and segment.kind == "observation" and segment.tool_call_id is None
+
+
+def _full_warning(segment: TurnSegment) -> bool:
+    return segment.warning_prefix_len == len(segment.content.encode("utf-8"))
+
+
+def _check_trajectory(
+    completion: ScoredRollout, candidate: ReplayCandidate, ctx: CandidateContext
+) -> None:
+    index = candidate.candidate_index
+    segments = completion.trajectory
+    invalid = candidate.termination == "invalid_model_action"
+    if len(segments) != 2 * (len(candidate.exchanges) + int(invalid)):
+        raise _segment_fail(
+            ctx, index, None, f"{len(segments)} trajectory segments break the layout"
+        )
+    if completion.text != TURN_BREAK.join(s.content for s in segments if s.kind == "action"):
+        raise _segment_fail(ctx, index, None, "text is not the <TURN_BREAK>-join of the actions")
+    for step, exchange in enumerate(candidate.exchanges):
+        action, result = segments[2 * step], segments[2 * step + 1]
+        if not _check_action_segment(action):
+            raise _segment_fail(ctx, index, step, "action segment has the wrong role/kind/keys")
+        sent = dumps_canonical(exchange.action)
+        _, found_close, answer = action.content.partition(THINK_CLOSE)
+        if (answer if found_close else action.content).strip().encode("utf-8") != sent:
+            # not the canonical spelling: parse it as the collector did
+            try:
+                parsed = parse_action_text(action.content)
+            except (KilnError, ValueError):
+                raise _segment_fail(
+                    ctx, index, step, "action segment is not one JSON object"
+                ) from None
+            if dumps_canonical(parsed) != sent:
+                raise _segment_fail(ctx, index, step, "action segment differs from the sent action")
+        if not _is_result_segment(result):
+            raise _segment_fail(ctx, index, step, "result segment has the wrong role/kind/keys")
+        outcome = exchange.result
+        if isinstance(outcome, ObservationResult):
+            observation = outcome.observation
+            allowed = (
+                observation_content("step result", observation),
+                dumps_compact(observation.to_json()).decode("utf-8"),
+            )
+            if result.content not in allowed or result.warning_prefix_len is not None:
+                raise _segment_fail(ctx, index, step, "observation segment differs from the replay")
+        else:
+            wanted = {
+                "openenv_error": outcome.error.to_json(),
+                "recoverable": outcome.continued,
+                "done": not outcome.continued,
+            }
+            if result.content != protocol_error_content(outcome.error, outcome.continued):
+                found = _json_content(result.content)  # same JSON, another spelling?
+                if found is None or dumps_canonical(found) != dumps_canonical(wanted):
+                    raise _segment_fail(ctx, index, step, "protocol-error segment differs")
+            if not _full_warning(result):
+                raise _segment_fail(ctx, index, step, "error segment needs a full warning prefix")
+    if invalid:
+        step = len(candidate.exchanges)
+        action, tail = segments[-2], segments[-1]
+        if not _check_action_segment(action) or not _is_result_segment(tail):
+            raise _segment_fail(ctx, index, step, "invalid-action tail has the wrong role/kind")
+        found = _json_content(tail.content)
+        harness = found.get("openenv_harness_error") if isinstance(found, dict) else None
+        ok = (
+            isinstance(found, dict)
+            and set(found) == {"openenv_harness_error", "done"}
+            and found["done"] is True
+            and isinstance(harness, dict)
+            and set(harness) == {"code", "message"}
+            and harness["code"] in HARNESS_CODES
+            and isinstance(harness["message"], str)
+        )
+        if not ok or not _full_warning(tail):
+            raise _segment_fail(ctx, index, step, "invalid-action tail is not a harness error")
+
+
+def _check_record(record: RolloutRecord, candidate: ReplayCandidate, ctx: CandidateContext) -> None:
+    identity = ctx.inspection.identity
+    pairs: list[tuple[str, Any, Any]] = [
+        ("group_index", record.group_index, ctx.group),
+        ("candidate_index", record.candidate_index, candidate.candidate_index),
+        ("environment_name", record.environment_name, identity.metadata.name),
+        ("environment_url", record.environment_url, identity.base_url),
+        ("seed", record.seed, ctx.seed),
+        ("steps", record.steps, len(candidate.exchanges)),
+        ("termination", record.termination, candidate.termination),
+        ("terminal_done", record.terminal_done, candidate.terminal_done),
+        ("protocol_error_code", record.protocol_error_code, final_error_code(candidate)),
+        (
+            "recoverable_protocol_errors",
+            record.recoverable_protocol_errors,
+            candidate.recoverable_protocol_errors,
+        ),
+        ("capacity_retries", record.capacity_retries, candidate.capacity_retries),
+        ("model_tokens", record.model_tokens, candidate.model_tokens),
+    ]
+    loc = where(ctx.group, candidate.candidate_index)
+    for name, found, wanted in pairs:
+        if found != wanted:
+            raise BundleRecordMismatch(
+                f"rollouts[].{name} differs from the replay (§6.9)",
+                path=ctx.summary_shown,
+                location=loc,
+            )
+    if not bits_equal(record.episode_return, candidate.episode_return):
+        raise BundleReturnMismatch(
+            "rollouts[].episode_return differs bit-wise from the replay (§6.9)",
+            path=ctx.summary_shown,
+            location=loc,
+        )
+    if not bits_equal(record.model_latency_ms, candidate.model_latency_ms):
+        raise BundleRecordMismatch(
+            "rollouts[].model_latency_ms differs bit-wise from the replay (§6.9)",
+            path=ctx.summary_shown,
+            location=loc,
+        )
+
+
+def check_candidate(
+    completion: ScoredRollout,
+    candidate: ReplayCandidate,
+    record: RolloutRecord,
+    ctx: CandidateContext,
+) -> None:
+    """All of §6.9 for one candidate."""
+    _check_provenance(completion, candidate, ctx)
+    _check_trajectory(completion, candidate, ctx)
+    _check_record(record, candidate, ctx)

@@ -1,0 +1,65 @@
+"""Bundles collected by our own collector from the embedded oracle verify (and stay valid
+as a v2 relabel); a flipped byte in any file is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kiln_verify.core.jsonio import dumps_pretty
+from kiln_verify.errors import KilnError
+from kiln_verify.openenv.collect import CollectionControls, run_collection
+from kiln_verify.openenv.policy.random_policy import RandomPolicy
+from kiln_verify.openenv.records.summary import read_summary, relabel_as_v2
+from kiln_verify.openenv.verify import verify_bundle
+from oracle.runner import ServerHandle, start_servers
+
+
+@pytest.fixture(scope="module")
+def oracle_urls() -> Iterator[list[str]]:
+    handles: list[ServerHandle] = start_servers(["counter", "bandit"])
+    try:
+        yield [handle.base_url for handle in handles]
+    finally:
+        for handle in handles:
+            handle.stop()
+
+
+@pytest.fixture
+def collected(tmp_path: Path, oracle_urls: list[str]) -> Path:
+    controls = CollectionControls.create(
+        oracle_urls,
+        groups=4,
+        group_size=3,
+        max_steps=4,
+        output=str(tmp_path / "openenv.rollouts.jsonl"),
+        replay_output=str(tmp_path / "openenv.replay.json"),
+        summary_output=str(tmp_path / "openenv.rollout-summary.json"),
+    )
+    asyncio.run(run_collection(controls, RandomPolicy()))
+    return tmp_path / "openenv.rollout-summary.json"
+
+
+def test_collected_bundle_verifies(collected: Path) -> None:
+    report = verify_bundle(collected)
+    assert (report.groups, report.rollouts) == (4, 12)
+
+
+def test_collected_bundle_relabelled_v2_verifies(collected: Path) -> None:
+    summary = read_summary(collected.read_bytes())
+    collected.write_bytes(dumps_pretty(relabel_as_v2(summary, "sha256:" + "e" * 64).to_json()))
+    verify_bundle(collected)
+
+
+@pytest.mark.parametrize("name", ["openenv.rollouts.jsonl", "openenv.replay.json"])
+def test_collected_bundle_byte_flip_is_refused(collected: Path, name: str) -> None:
+    path = collected.parent / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(KilnError) as caught:
+        verify_bundle(collected)
+    assert caught.value.code.endswith("_digest_mismatch")
