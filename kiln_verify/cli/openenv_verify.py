@@ -19,7 +19,11 @@ from kiln_verify.openenv.verify import verify_bundle
 
 __all__ = ["register", "verify_command"]
 
-_SUMMARY = typer.Option(..., "--summary", help="The rollout summary (receipt) to verify.")
+_SUMMARY = typer.Option(
+    Path("openenv.rollout-summary.json"),
+    "--summary",
+    help="The rollout summary (receipt) to verify.",
+)
 _DATASET = typer.Option(None, "--dataset", help="Override the recorded JSONL corpus path.")
 _REPLAY = typer.Option(None, "--replay", help="Override the recorded replay manifest path.")
 _JSON = typer.Option(False, "--json", help="Print the report (or the error) as JSON.")
