@@ -170,15 +170,23 @@ def _check_strings(value: Any) -> None:
 
 
 def loads(
-    data: bytes | bytearray | memoryview | str, *, max_bytes: int, source: Source = None
+    data: bytes | bytearray | memoryview | str,
+    *,
+    max_bytes: int,
+    source: Source = None,
+    depth_checked: bool = False,
 ) -> Any:
     """Parse one strict JSON document of at most ``max_bytes`` UTF-8 bytes.
 
     Raises only :class:`KilnError` subclasses; ``source`` names the file in messages.
+    ``depth_checked``: the caller has already bounded the nesting depth of exactly this
+    text (:mod:`kiln_verify.core.jsonstream` does while finding element boundaries); a
+    deeper text still fails as ``json_too_deep`` through the recursion guard.
     """
     try:
         text, raw = _decode(data, max_bytes)
-        _check_depth(text)
+        if not depth_checked:
+            _check_depth(text)
         _check_numbers(text, raw)
         try:
             value = _DECODER.decode(text)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import struct
-import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, get_args, get_origin
 
@@ -180,6 +180,10 @@ Sha256 = Annotated[StrictStr, Field(pattern=SHA256_PATTERN)]
 """A digest spelled ``sha256:<64 lower-case hex>`` (:class:`Sha256Digest` parses it)."""
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Exactly the characters of Unicode category ``Cc`` (control)."""
+
+
 def _identity_text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
@@ -187,7 +191,7 @@ def _identity_text(value: Any) -> str:
         raise ValueError("must be non-empty and carry no surrounding whitespace")
     if len(value.encode("utf-8", "surrogatepass")) > MAX_RECORD_TEXT_BYTES:
         raise ValueError(f"is longer than MAX_RECORD_TEXT_BYTES = {MAX_RECORD_TEXT_BYTES}")
-    if any(unicodedata.category(char) == "Cc" for char in value):
+    if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
     return value
 
@@ -247,7 +251,7 @@ class Record(BaseModel):
     def _refuse_explicit_null(cls, data: Any, info: ValidationInfo) -> Any:
         # Only documents read from JSON (validate_record) are held to this; Python
         # callers may pass None for "absent".
-        if info.context == _FROM_JSON and isinstance(data, Mapping):
+        if info.context == _FROM_JSON and (type(data) is dict or isinstance(data, Mapping)):
             for key in cls._omit_when_none:
                 if key in data and data[key] is None:
                     raise ValueError(f"{key!r} must be omitted rather than null")
@@ -325,25 +329,31 @@ def _constant_keys(cls: type[Record]) -> frozenset[str]:
 
 
 def validate_record(
-    model: type[R], value: Any, *, source: str | None = None, line: int | None = None
+    model: type[R],
+    value: Any,
+    *,
+    source: str | None = None,
+    line: int | None = None,
+    within: tuple[str, tuple[int | str, ...]] | None = None,
 ) -> R:
     """Validate a parsed JSON value strictly; errors are ``record_invalid`` with a JSON path.
 
     The message names the first problem's location and pydantic's rule text for it; input
     values are never echoed (pydantic's rule texts quote only expected literals/patterns).
+    ``within = (document model name, location prefix)`` reports an element validated on
+    its own (a streamed group or rollout record) as if validated inside its document.
     """
     try:
         return model.model_validate(value, strict=True, context=_FROM_JSON)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False, include_context=False)[0]
-        where = _render_path(_tag_free_location(tuple(first["loc"])))
+        name, prefix = within if within is not None else (model.__name__, ())
+        where = _render_path(_tag_free_location((*prefix, *first["loc"])))
         rule = str(first["msg"]).removeprefix("Value error, ")
         if len(rule) > 2 * MAX_ERROR_SNIPPET_CHARS:
             rule = rule[: 2 * MAX_ERROR_SNIPPET_CHARS] + "..."
         extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise RecordInvalid(
-            f"{model.__name__} at {where}: {rule}{extra}", path=source, line=line
-        ) from None
+        raise RecordInvalid(f"{name} at {where}: {rule}{extra}", path=source, line=line) from None
 
 
 # --- behaviour-policy identity (kiln-inference-v1 RolloutBehaviorPolicyIdentityV1) ---------

@@ -24,7 +24,16 @@ from kiln_verify.openenv.records.serialize import reset_plan_sha256, seed_free_t
 from kiln_verify.openenv.records.summary import RolloutSummary
 from kiln_verify.openenv.verify.replay_checks import where
 
-__all__ = ["check_group_plan", "check_header", "check_messages", "check_reset_plan"]
+__all__ = [
+    "ResetPlan",
+    "check_counts",
+    "check_group_plan",
+    "check_group_plan_one",
+    "check_header",
+    "check_messages",
+    "check_replay_header",
+    "check_reset_plan",
+]
 
 
 def _same_json(left: Any, right: Any) -> bool:
@@ -34,10 +43,23 @@ def _same_json(left: Any, right: Any) -> bool:
 
 def check_header(summary: RolloutSummary, replay: ReplayManifest, *, replay_shown: str) -> None:
     """§6.6: dataset digest link, environments, max_steps, penalty, counts."""
+    check_replay_header(summary, replay, replay_shown=replay_shown)
+    check_counts(
+        summary,
+        groups=len(replay.groups),
+        rollouts=len(summary.rollouts),
+        replay_shown=replay_shown,
+    )
 
-    def fail(rule: str) -> BundleHeaderMismatch:
-        return BundleHeaderMismatch(rule + " (§6.6)", path=replay_shown, location="header")
 
+def _header_fail(rule: str, replay_shown: str) -> BundleHeaderMismatch:
+    return BundleHeaderMismatch(rule + " (§6.6)", path=replay_shown, location="header")
+
+
+def check_replay_header(
+    summary: RolloutSummary, replay: ReplayManifest, *, replay_shown: str
+) -> None:
+    """§6.6 without the counts: dataset digest link, environments, max_steps, penalty."""
     if replay.dataset_sha256 != summary.dataset_sha256:
         raise BundleDatasetDigestMismatch(
             "the replay's dataset_sha256 differs from the summary's (§6.6)",
@@ -47,72 +69,111 @@ def check_header(summary: RolloutSummary, replay: ReplayManifest, *, replay_show
     summary_envs = [inspection.to_json() for inspection in summary.environments]
     replay_envs = [inspection.to_json() for inspection in replay.environments]
     if not _same_json(summary_envs, replay_envs):
-        raise fail("the replay's environments differ from the summary's")
+        raise _header_fail("the replay's environments differ from the summary's", replay_shown)
     if replay.max_steps != summary.max_steps:
-        raise fail(f"max_steps {replay.max_steps} differs from the summary's {summary.max_steps}")
-    if not bits_equal(replay.protocol_error_reward, summary.protocol_error_reward):
-        raise fail("protocol_error_reward differs bit-wise from the summary's")
-    if len(replay.groups) != summary.groups:
-        raise fail(f"{len(replay.groups)} replay groups, the summary says {summary.groups}")
-    expected = summary.groups * summary.group_size
-    if summary.rollout_count != expected or len(summary.rollouts) != expected:
-        raise fail(
-            f"groups * group_size = {expected}, rollout_count = {summary.rollout_count}, "
-            f"{len(summary.rollouts)} rollout records"
+        raise _header_fail(
+            f"max_steps {replay.max_steps} differs from the summary's {summary.max_steps}",
+            replay_shown,
         )
+    if not bits_equal(replay.protocol_error_reward, summary.protocol_error_reward):
+        raise _header_fail(
+            "protocol_error_reward differs bit-wise from the summary's", replay_shown
+        )
+
+
+def check_counts(
+    summary: RolloutSummary, *, groups: int | None, rollouts: int, replay_shown: str
+) -> None:
+    """§6.6 counts: replay groups (``None``: not known yet) and rollout records."""
+    if groups is not None and groups != summary.groups:
+        raise _header_fail(
+            f"{groups} replay groups, the summary says {summary.groups}", replay_shown
+        )
+    expected = summary.groups * summary.group_size
+    if summary.rollout_count != expected or rollouts != expected:
+        raise _header_fail(
+            f"groups * group_size = {expected}, rollout_count = {summary.rollout_count}, "
+            f"{rollouts} rollout records",
+            replay_shown,
+        )
+
+
+class ResetPlan:
+    """§6.7 (v3+), one group at a time: per-environment seed-free reset templates."""
+
+    def __init__(self, environments: int, *, replay_shown: str) -> None:
+        self._templates: list[dict[str, Any] | None] = [None] * environments
+        self._canonical: list[bytes | None] = [None] * environments
+        self._shown = replay_shown
+
+    def add(self, group: ReplayGroup) -> None:
+        template = seed_free_template(group.reset_payload)
+        index = group.environment_index
+        canonical = dumps_canonical(template)
+        known = self._canonical[index]
+        if known is None:
+            self._templates[index] = template
+            self._canonical[index] = canonical
+        elif known != canonical:
+            raise BundleResetPlanMismatch(
+                "reset template differs from an earlier group of the same environment (§6.7)",
+                path=self._shown,
+                location=where(group.group_index),
+            )
+
+    def check(self, reset_plan: str) -> None:
+        """Every environment used, and the templates hash to ``reset_plan``."""
+        plan: list[dict[str, Any]] = []
+        for index, recovered in enumerate(self._templates):
+            if recovered is None:
+                raise BundleResetPlanMismatch(
+                    f"environment {index} is never used by any group (§6.7)",
+                    path=self._shown,
+                    location=f"environment {index}",
+                )
+            plan.append(recovered)
+        if str(reset_plan_sha256(plan)) != reset_plan:
+            raise BundleResetPlanMismatch(
+                "the reconstructed reset templates do not hash to reset_plan_sha256 (§6.7)",
+                path=self._shown,
+                location="reset plan",
+            )
 
 
 def check_reset_plan(summary: RolloutSummary, replay: ReplayManifest, *, replay_shown: str) -> None:
     """§6.7 (v3+): per-environment seed-free templates hash to ``reset_plan_sha256``."""
     if summary.reset_plan_sha256 is None:  # v2: the reset-options digest is not rebuilt
         return
-    templates: list[dict[str, Any] | None] = [None] * len(replay.environments)
+    plan = ResetPlan(len(replay.environments), replay_shown=replay_shown)
     for group in replay.groups:
-        template = seed_free_template(group.reset_payload)
-        known = templates[group.environment_index]
-        if known is None:
-            templates[group.environment_index] = template
-        elif not _same_json(known, template):
-            raise BundleResetPlanMismatch(
-                "reset template differs from an earlier group of the same environment (§6.7)",
-                path=replay_shown,
-                location=where(group.group_index),
-            )
-    plan: list[dict[str, Any]] = []
-    for index, recovered in enumerate(templates):
-        if recovered is None:
-            raise BundleResetPlanMismatch(
-                f"environment {index} is never used by any group (§6.7)",
-                path=replay_shown,
-                location=f"environment {index}",
-            )
-        plan.append(recovered)
-    if str(reset_plan_sha256(plan)) != summary.reset_plan_sha256:
-        raise BundleResetPlanMismatch(
-            "the reconstructed reset templates do not hash to reset_plan_sha256 (§6.7)",
-            path=replay_shown,
-            location="reset plan",
-        )
+        plan.add(group)
+    plan.check(summary.reset_plan_sha256)
 
 
 def check_group_plan(summary: RolloutSummary, replay: ReplayManifest, *, replay_shown: str) -> None:
     """§6.8 without the corpus: group size, seed, environment rotation, reset seed."""
-    environments = len(replay.environments)
     for group in replay.groups:
-        g = group.group_index
+        check_group_plan_one(summary, group, len(replay.environments), replay_shown=replay_shown)
 
-        def fail(rule: str, g: int = g) -> BundleGroupPlanMismatch:
-            return BundleGroupPlanMismatch(rule + " (§6.8)", path=replay_shown, location=where(g))
 
-        if len(group.candidates) != summary.group_size:
-            raise fail(f"{len(group.candidates)} candidates, group_size is {summary.group_size}")
-        if group.seed != summary.seed_start + g:
-            raise fail(f"seed {group.seed} is not seed_start + group_index")
-        if group.environment_index != g % environments:
-            raise fail(f"environment_index {group.environment_index} is not group_index mod n")
-        seed = group.reset_payload.get("seed")
-        if type(seed) is not int or seed != group.seed:
-            raise fail("reset_payload.seed differs from the group seed")
+def check_group_plan_one(
+    summary: RolloutSummary, group: ReplayGroup, environments: int, *, replay_shown: str
+) -> None:
+    """§6.8 without the corpus, for one group."""
+    g = group.group_index
+
+    def fail(rule: str) -> BundleGroupPlanMismatch:
+        return BundleGroupPlanMismatch(rule + " (§6.8)", path=replay_shown, location=where(g))
+
+    if len(group.candidates) != summary.group_size:
+        raise fail(f"{len(group.candidates)} candidates, group_size is {summary.group_size}")
+    if group.seed != summary.seed_start + g:
+        raise fail(f"seed {group.seed} is not seed_start + group_index")
+    if group.environment_index != g % environments:
+        raise fail(f"environment_index {group.environment_index} is not group_index mod n")
+    seed = group.reset_payload.get("seed")
+    if type(seed) is not int or seed != group.seed:
+        raise fail("reset_payload.seed differs from the group seed")
 
 
 def check_messages(

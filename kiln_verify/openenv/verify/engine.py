@@ -1,175 +1,208 @@
 """Offline verification of a rollout bundle (kiln-openenv-contract §6), start to finish.
 
-Order: summary (version rules) → paths → replay bytes (size, digest) → replay parsed and
-checked on its own → summary ↔ replay cross-checks, reset plan, group plan → the corpus,
-streamed once: hashed while each line is parsed and checked against its replay group and
-summary records → corpus size, digest, line count → statistics.
+Order: summary pass 1 (strict parse and validation of the whole receipt, version rules,
+record count, statistics recomputed, bytes hashed) → paths → replay size → replay header
+and summary ↔ replay header checks → one lock-step pass over the replay groups, the corpus
+lines and the summary's rollout records (all three in group / candidate order): for each
+group its §6.5 checks, group plan and reset template, then its corpus line (§6.8
+messages, §6.9 candidates against their summary records) → group counts, reset plan,
+replay digest, corpus size / digest / line count → statistics.
 
-Memory: the summary and the replay are parsed whole (each capped at 256 MiB by contract);
-the corpus is never held — one line at a time. If a corpus line fails a check, the rest
-of the file is still hashed, and a digest mismatch is reported in preference (the file was
-altered after publication).
+Memory: every file is streamed (:mod:`kiln_verify.openenv.verify.streams`, the corpus one
+line at a time); what is kept is O(1) per group plus the per-environment data. If a check
+fails, the rest of the replay and then of the corpus is still hashed, and a digest
+mismatch is reported in preference (the file was altered after publication): the replay's
+first, then — for a failure found in the corpus or the summary records — the corpus's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.paths import open_regular
 from kiln_verify.errors import (
     BundleDatasetDigestMismatch,
     BundleHeaderMismatch,
-    BundleReplayDigestMismatch,
+    FileAccessError,
     KilnError,
     LimitExceeded,
 )
-from kiln_verify.limits import (
-    MAX_OPENENV_DATASET_BYTES,
-    MAX_OPENENV_REPLAY_BYTES,
-    MAX_OPENENV_SUMMARY_BYTES,
-)
+from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
 from kiln_verify.openenv.records.common import BehaviorPolicyIdentity
-from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
+from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.reports import VerificationReport
-from kiln_verify.openenv.records.rollout import iter_rollout_lines
+from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
 from kiln_verify.openenv.records.serialize import action_schema_sha256, reset_sha256
-from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
+from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.verify.candidates import CandidateContext, check_candidate
 from kiln_verify.openenv.verify.cross import (
-    check_group_plan,
-    check_header,
+    ResetPlan,
+    check_counts,
+    check_group_plan_one,
     check_messages,
-    check_reset_plan,
+    check_replay_header,
 )
-from kiln_verify.openenv.verify.files import HashingReader, read_bounded, resolve_bundle_path
-from kiln_verify.openenv.verify.replay_checks import check_replay, where
+from kiln_verify.openenv.verify.files import HashingReader, resolve_bundle_path
+from kiln_verify.openenv.verify.replay_checks import check_group, where
 from kiln_verify.openenv.verify.stats import check_stats
+from kiln_verify.openenv.verify.streams import ReplayStream, SummaryScan, scan_summary
 
 __all__ = ["verify_bundle"]
 
 
-def _check_replay_bytes(data: bytes, summary: RolloutSummary, shown: str) -> None:
-    if len(data) != summary.replay_bytes:
-        raise BundleReplayDigestMismatch(
-            f"replay file has {len(data)} bytes, the summary says {summary.replay_bytes} (§6.3)",
-            path=shown,
-        )
-    if str(sha256_bytes(data)) != summary.replay_sha256:
-        raise BundleReplayDigestMismatch(
-            "replay file SHA-256 differs from the summary's replay_sha256 (§6.3)", path=shown
-        )
-
-
-class _CorpusPass:
-    """The streamed corpus checks (§6.4, §6.8 messages, §6.9)."""
+class _Lockstep:
+    """The streamed pass over replay groups, corpus lines and summary records."""
 
     def __init__(
         self,
-        summary: RolloutSummary,
-        replay: ReplayManifest,
+        scan: SummaryScan,
+        replay: ReplayStream,
+        manifest: ReplayManifest,
         *,
         dataset_shown: str,
         summary_shown: str,
     ) -> None:
-        self.summary = summary
+        self.summary = scan.summary
+        self.scan = scan
         self.replay = replay
+        self.manifest = manifest
         self.dataset_shown = dataset_shown
         self.summary_shown = summary_shown
         self.action_digests = [
             str(action_schema_sha256(inspection.schema_.action))
-            for inspection in replay.environments
+            for inspection in manifest.environments
         ]
-        self.v5 = summary.version == 5
-        self.corpus_policy: BehaviorPolicyIdentity | None = summary.behavior_policy
+        self.v5 = self.summary.version == 5
+        self.corpus_policy: BehaviorPolicyIdentity | None = self.summary.behavior_policy
         self.lines = 0
-
-    def run(self, reader: HashingReader) -> None:
-        size = self.summary.group_size
-        stream = reader  # duck-typed binary stream: readline/read
-        for number, _raw, line in iter_rollout_lines(
-            stream,  # type: ignore[arg-type]
-            self.dataset_shown,
-        ):
-            self.lines = number
-            g = number - 1
-            if g >= len(self.replay.groups):
-                raise BundleHeaderMismatch(
-                    f"the corpus has more lines than the {len(self.replay.groups)} groups (§6.6)",
-                    path=self.dataset_shown,
-                    line=number,
-                    location=where(g),
-                )
-            group = self.replay.groups[g]
-            inspection = self.replay.environments[group.environment_index]
-            check_messages(
-                line, group, inspection, dataset_shown=self.dataset_shown, line_number=number
-            )
-            if len(line.completions) != len(group.candidates):
-                raise BundleHeaderMismatch(
-                    f"{len(line.completions)} completions, the replay group has "
-                    f"{len(group.candidates)} candidates (§6.8)",
-                    path=self.dataset_shown,
-                    line=number,
-                    location=where(g),
-                )
-            if not self.v5 and self.corpus_policy is None:
-                self.corpus_policy = line.completions[0].openenv.behavior_policy
-            ctx = CandidateContext(
-                group=g,
-                seed=group.seed,
-                inspection=inspection,
-                action_schema_sha256=self.action_digests[group.environment_index],
-                reset_sha256=str(reset_sha256(group.reset_payload)),
-                behavior_policy=self.corpus_policy,
-                check_behavior_policy=True,
-                dataset_shown=self.dataset_shown,
-                summary_shown=self.summary_shown,
-                line=number,
-            )
-            for candidate, completion in zip(group.candidates, line.completions, strict=True):
-                record = self.summary.rollouts[g * size + candidate.candidate_index]
-                check_candidate(completion, candidate, record, ctx)
-
-
-def _stream_corpus(path: Path, summary: RolloutSummary, corpus: _CorpusPass, shown: str) -> None:
-    with open_regular(path) as fd:
-        size = os.fstat(fd).st_size
-        if size > MAX_OPENENV_DATASET_BYTES:
-            raise LimitExceeded(
-                "file",
-                limit="MAX_OPENENV_DATASET_BYTES",
-                bound=MAX_OPENENV_DATASET_BYTES,
-                observed=size,
-                path=shown,
-            )
-        if size != summary.dataset_bytes:
-            raise BundleDatasetDigestMismatch(
-                f"corpus has {size} bytes, the summary says {summary.dataset_bytes} (§6.3)",
-                path=shown,
-            )
-        with open(fd, "rb", closefd=False) as stream:
-            reader = HashingReader(
-                stream, max_bytes=summary.dataset_bytes, limit="dataset_bytes", shown=shown
-            )
-            try:
-                corpus.run(reader)
-            except KilnError as failure:
-                try:
-                    reader.drain()
-                except KilnError:
-                    raise failure from None
-                if str(reader.sha256) != summary.dataset_sha256:
-                    raise BundleDatasetDigestMismatch(
-                        "corpus SHA-256 differs from the summary's dataset_sha256 (§6.3)",
-                        path=shown,
-                    ) from failure
-                raise
-    if reader.size != summary.dataset_bytes or str(reader.sha256) != summary.dataset_sha256:
-        raise BundleDatasetDigestMismatch(
-            "corpus SHA-256 differs from the summary's dataset_sha256 (§6.3)", path=shown
+        self.exchanges = 0
+        self.groups = 0
+        self.in_replay = True
+        plan = self.summary.reset_plan_sha256
+        self.reset_plan = (
+            ResetPlan(len(manifest.environments), replay_shown=replay.shown)
+            if plan is not None
+            else None
         )
+
+    def replay_group(self, group: ReplayGroup) -> None:
+        summary, manifest, shown = self.summary, self.manifest, self.replay.shown
+        position = self.groups
+        if position >= summary.groups:
+            check_counts(summary, groups=position + 1, rollouts=self.scan.count, replay_shown=shown)
+        self.exchanges += check_group(
+            group,
+            position,
+            environments=len(manifest.environments),
+            max_steps=manifest.max_steps,
+            penalty=manifest.protocol_error_reward,
+            max_recoverable=summary.max_recoverable_errors,
+            shown=shown,
+        )
+        self.groups += 1
+        check_group_plan_one(summary, group, len(manifest.environments), replay_shown=shown)
+        if self.reset_plan is not None:
+            self.reset_plan.add(group)
+
+    def run(self, first: ReplayGroup, reader: HashingReader) -> None:
+        """From the first group (its replay checks already done) to the end of all files."""
+        lines = iter_rollout_lines(reader, self.dataset_shown)  # type: ignore[arg-type]
+        records = self.scan.records()
+        group: ReplayGroup | None = first
+        corpus_done = False
+        while group is not None:
+            if group is not first:
+                self.in_replay = True
+                self.replay_group(group)
+            self.in_replay = False
+            if not corpus_done:
+                item = next(lines, None)
+                if item is None:
+                    corpus_done = True
+                else:
+                    self.lines = item.number
+                    self.corpus_line(item.number, item.group, group, records)
+            self.in_replay = True
+            group = self.replay.next_group()
+        summary, shown = self.summary, self.replay.shown
+        check_counts(summary, groups=self.groups, rollouts=self.scan.count, replay_shown=shown)
+        if self.reset_plan is not None and summary.reset_plan_sha256 is not None:
+            self.reset_plan.check(summary.reset_plan_sha256)
+        self.replay.finish()
+        self.in_replay = False
+        if not corpus_done:
+            extra = next(lines, None)
+            if extra is not None:
+                raise BundleHeaderMismatch(
+                    f"the corpus has more lines than the {self.groups} groups (§6.6)",
+                    path=self.dataset_shown,
+                    line=extra.number,
+                    location=where(self.groups),
+                )
+        for _ in records:  # pass 2 to the end: the summary did not change meanwhile
+            pass
+
+    def corpus_line(
+        self, number: int, line: AgenticGroup, group: ReplayGroup, records: Iterator[RolloutRecord]
+    ) -> None:
+        g = number - 1
+        inspection = self.manifest.environments[group.environment_index]
+        check_messages(
+            line, group, inspection, dataset_shown=self.dataset_shown, line_number=number
+        )
+        if len(line.completions) != len(group.candidates):
+            raise BundleHeaderMismatch(
+                f"{len(line.completions)} completions, the replay group has "
+                f"{len(group.candidates)} candidates (§6.8)",
+                path=self.dataset_shown,
+                line=number,
+                location=where(g),
+            )
+        if not self.v5 and self.corpus_policy is None:
+            self.corpus_policy = line.completions[0].openenv.behavior_policy
+        ctx = CandidateContext(
+            group=g,
+            seed=group.seed,
+            inspection=inspection,
+            action_schema_sha256=self.action_digests[group.environment_index],
+            reset_sha256=str(reset_sha256(group.reset_payload)),
+            behavior_policy=self.corpus_policy,
+            check_behavior_policy=True,
+            dataset_shown=self.dataset_shown,
+            summary_shown=self.summary_shown,
+            line=number,
+        )
+        for candidate, completion in zip(group.candidates, line.completions, strict=True):
+            record = next(records, None)  # group-major, candidate order (counts checked)
+            if record is None:
+                raise FileAccessError(
+                    "the summary changed while it was being read", path=self.summary_shown
+                )
+            check_candidate(completion, candidate, record, ctx)
+
+
+def _open_corpus(
+    path: Path, expected: int, shown: str, stack: contextlib.ExitStack
+) -> HashingReader:
+    fd = stack.enter_context(open_regular(path))
+    size = os.fstat(fd).st_size
+    if size > MAX_OPENENV_DATASET_BYTES:
+        raise LimitExceeded(
+            "file",
+            limit="MAX_OPENENV_DATASET_BYTES",
+            bound=MAX_OPENENV_DATASET_BYTES,
+            observed=size,
+            path=shown,
+        )
+    if size != expected:
+        raise BundleDatasetDigestMismatch(
+            f"corpus has {size} bytes, the summary says {expected} (§6.3)", path=shown
+        )
+    stream = stack.enter_context(open(fd, "rb", closefd=False))  # noqa: SIM115 - the stack closes it
+    return HashingReader(stream, max_bytes=expected, limit="dataset_bytes", shown=shown)
 
 
 def verify_bundle(
@@ -186,36 +219,65 @@ def verify_bundle(
     """
     summary_file = Path(summary_path)
     summary_shown = os.fspath(summary_file)
-    summary_data = read_bounded(
-        summary_file, max_bytes=MAX_OPENENV_SUMMARY_BYTES, limit="MAX_OPENENV_SUMMARY_BYTES"
-    )
-    summary = read_summary(summary_data, summary_shown)
-    del summary_data
+    scan = scan_summary(summary_file)
+    summary = scan.summary
     dataset_file = resolve_bundle_path(dataset_path, summary.output_path, summary_file)
     replay_file = resolve_bundle_path(replay_path, summary.replay_output_path, summary_file)
     dataset_shown, replay_shown = os.fspath(dataset_file), os.fspath(replay_file)
 
-    replay_data = read_bounded(
-        replay_file, max_bytes=MAX_OPENENV_REPLAY_BYTES, limit="MAX_OPENENV_REPLAY_BYTES"
-    )
-    _check_replay_bytes(replay_data, summary, replay_shown)
-    replay = read_replay(replay_data, replay_shown)
-    del replay_data
-    exchanges = check_replay(
-        replay, max_recoverable=summary.max_recoverable_errors, shown=replay_shown
-    )
-    check_header(summary, replay, replay_shown=replay_shown)
-    check_reset_plan(summary, replay, replay_shown=replay_shown)
-    check_group_plan(summary, replay, replay_shown=replay_shown)
-
-    corpus = _CorpusPass(summary, replay, dataset_shown=dataset_shown, summary_shown=summary_shown)
-    _stream_corpus(dataset_file, summary, corpus, dataset_shown)
-    if corpus.lines != len(replay.groups):
+    with contextlib.ExitStack() as stack:
+        replay = ReplayStream(
+            replay_file,
+            expected_bytes=summary.replay_bytes,
+            expected_sha256=summary.replay_sha256,
+        )
+        stack.callback(replay.close)
+        replay.check_size(replay.size)
+        corpus: HashingReader | None = None
+        lockstep: _Lockstep | None = None
+        try:
+            manifest, first = replay.header()
+            if first is None:  # pragma: no cover - the manifest needs at least one group
+                raise BundleHeaderMismatch("the replay has no groups (§6.6)", path=replay_shown)
+            check_replay_header(summary, manifest, replay_shown=replay_shown)
+            check_counts(summary, groups=None, rollouts=scan.count, replay_shown=replay_shown)
+            lockstep = _Lockstep(
+                scan, replay, manifest, dataset_shown=dataset_shown, summary_shown=summary_shown
+            )
+            lockstep.replay_group(first)
+            lockstep.in_replay = False
+            corpus = _open_corpus(dataset_file, summary.dataset_bytes, dataset_shown, stack)
+            lockstep.in_replay = True
+            lockstep.run(first, corpus)
+        except KilnError as failure:
+            preferred = replay.drain_digest_failure()
+            if preferred is not None:
+                raise preferred from failure
+            if lockstep is None or lockstep.in_replay or corpus is None:
+                raise
+            try:
+                corpus.drain()
+            except KilnError:
+                raise failure from None
+            if str(corpus.sha256) != summary.dataset_sha256:
+                raise BundleDatasetDigestMismatch(
+                    "corpus SHA-256 differs from the summary's dataset_sha256 (§6.3)",
+                    path=dataset_shown,
+                ) from failure
+            raise
+    assert corpus is not None
+    assert lockstep is not None
+    if corpus.size != summary.dataset_bytes or str(corpus.sha256) != summary.dataset_sha256:
+        raise BundleDatasetDigestMismatch(
+            "corpus SHA-256 differs from the summary's dataset_sha256 (§6.3)", path=dataset_shown
+        )
+    if lockstep.lines != lockstep.groups:
         raise BundleHeaderMismatch(
-            f"the corpus has {corpus.lines} lines, the replay {len(replay.groups)} groups (§6.6)",
+            f"the corpus has {lockstep.lines} lines, the replay {lockstep.groups} groups (§6.6)",
             path=dataset_shown,
         )
-    check_stats(summary.stats, summary.rollouts, shown=summary_shown)
+    if scan.stats is not None:
+        check_stats(summary.stats, scan.stats, shown=summary_shown)
     return VerificationReport(
         schema="kiln.openenv-verification.v1",
         summary_path=summary_shown,
@@ -223,7 +285,7 @@ def verify_bundle(
         replay_path=replay_shown,
         dataset_sha256=summary.dataset_sha256,
         replay_sha256=summary.replay_sha256,
-        groups=len(replay.groups),
-        rollouts=len(summary.rollouts),
-        environment_exchanges=exchanges,
+        groups=lockstep.groups,
+        rollouts=scan.count,
+        environment_exchanges=lockstep.exchanges,
     )

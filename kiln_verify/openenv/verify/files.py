@@ -3,11 +3,11 @@
 * :func:`resolve_bundle_path` applies §6.2: an explicit override wins; else the recorded
   path if it is absolute or exists; else a sibling of the summary with the recorded file
   name; else the recorded path (which then fails to open with a typed path error).
-* :func:`read_bounded` reads the summary or the replay whole (both are parsed whole by
-  contract), refusing symlinks and non-regular files and checking the cap from metadata
-  and again while reading.
-* :class:`HashingReader` wraps the JSONL stream so that its SHA-256 and byte count are
-  computed while the lines are parsed: the corpus is read once and never held.
+* :func:`read_bounded` reads a capped file whole, refusing symlinks and non-regular files
+  and checking the cap from metadata and again while reading (the verifier itself now
+  streams every file, see :mod:`kiln_verify.openenv.verify.streams`).
+* :class:`HashingReader` wraps a file so that its SHA-256 and byte count are computed
+  while it is parsed: each file is read once (the summary twice) and never held.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ from kiln_verify.openenv.records.replay import (
     ObservationResult,
     ProtocolErrorResult,
     ReplayCandidate,
+    ReplayGroup,
     ReplayManifest,
 )
 
-__all__ = ["check_replay", "recompute_return", "where"]
+__all__ = ["check_group", "check_replay", "recompute_return", "where"]
 
 
 def where(group: int, candidate: int | None = None, step: int | None = None) -> str:
@@ -118,41 +119,64 @@ def _check_candidate(
         )
 
 
+def check_group(
+    group: ReplayGroup,
+    position: int,
+    *,
+    environments: int,
+    max_steps: int,
+    penalty: float,
+    max_recoverable: int,
+    shown: str,
+) -> int:
+    """Check §6.5 for the group at ``position``; return its number of exchanges."""
+    g = group.group_index
+    if g != position:
+        raise BundleReplayInconsistent(
+            f"group_index {g} is not contiguous from 0", path=shown, location=where(position)
+        )
+    if group.environment_index >= environments:
+        raise BundleReplayInconsistent(
+            f"environment_index {group.environment_index} is out of range "
+            f"({environments} environments)",
+            path=shown,
+            location=where(g),
+        )
+    if group.reset_observation.done:
+        raise BundleReplayInconsistent(
+            "the reset observation must not be done", path=shown, location=where(g)
+        )
+    exchanges = 0
+    for slot, candidate in enumerate(group.candidates):
+        if candidate.candidate_index != slot:
+            raise BundleReplayInconsistent(
+                f"candidate_index {candidate.candidate_index} is not contiguous from 0",
+                path=shown,
+                location=where(g, slot),
+            )
+        _check_candidate(
+            candidate,
+            group=g,
+            max_steps=max_steps,
+            penalty=penalty,
+            max_recoverable=max_recoverable,
+            shown=shown,
+        )
+        exchanges += len(candidate.exchanges)
+    return exchanges
+
+
 def check_replay(manifest: ReplayManifest, *, max_recoverable: int, shown: str) -> int:
     """Check §6.5 for every group and candidate; return the total number of exchanges."""
-    environments = len(manifest.environments)
-    exchanges = 0
-    for position, group in enumerate(manifest.groups):
-        g = group.group_index
-        if g != position:
-            raise BundleReplayInconsistent(
-                f"group_index {g} is not contiguous from 0", path=shown, location=where(position)
-            )
-        if group.environment_index >= environments:
-            raise BundleReplayInconsistent(
-                f"environment_index {group.environment_index} is out of range "
-                f"({environments} environments)",
-                path=shown,
-                location=where(g),
-            )
-        if group.reset_observation.done:
-            raise BundleReplayInconsistent(
-                "the reset observation must not be done", path=shown, location=where(g)
-            )
-        for slot, candidate in enumerate(group.candidates):
-            if candidate.candidate_index != slot:
-                raise BundleReplayInconsistent(
-                    f"candidate_index {candidate.candidate_index} is not contiguous from 0",
-                    path=shown,
-                    location=where(g, slot),
-                )
-            _check_candidate(
-                candidate,
-                group=g,
-                max_steps=manifest.max_steps,
-                penalty=manifest.protocol_error_reward,
-                max_recoverable=max_recoverable,
-                shown=shown,
-            )
-            exchanges += len(candidate.exchanges)
-    return exchanges
+    return sum(
+        check_group(
+            group,
+            position,
+            environments=len(manifest.environments),
+            max_steps=manifest.max_steps,
+            penalty=manifest.protocol_error_reward,
+            max_recoverable=max_recoverable,
+            shown=shown,
+        )
+        for position, group in enumerate(manifest.groups)
+    )

@@ -13,37 +13,70 @@ from kiln_verify.errors import BundleStatsMismatch
 from kiln_verify.openenv.records.common import bits_equal
 from kiln_verify.openenv.records.summary import RolloutRecord, RolloutStats
 
-__all__ = ["check_stats", "compute_stats"]
+__all__ = ["StatsAccumulator", "check_stats", "compute_stats"]
+
+
+class StatsAccumulator:
+    """The statistics of records added one at a time, in record order (O(1) memory).
+
+    Same arithmetic as summing a list: left-to-right f64 additions from ``0.0``; min/max
+    keep the first of equal values, as :func:`min` / :func:`max` do.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._return_sum = 0.0
+        self._latency_sum = 0.0
+        self._min: float | None = None
+        self._max: float | None = None
+        self._terminations = dict.fromkeys(
+            ("done", "max_steps", "invalid_model_action", "protocol_error"), 0
+        )
+        self._recoverable = 0
+        self._retries = 0
+        self._steps = 0
+        self._tokens = 0
+
+    def add(self, record: RolloutRecord) -> None:
+        value = record.episode_return
+        self.count += 1
+        self._return_sum += value
+        self._latency_sum += record.model_latency_ms
+        if self._min is None or value < self._min:
+            self._min = value
+        if self._max is None or value > self._max:
+            self._max = value
+        self._terminations[record.termination] += 1
+        self._recoverable += record.recoverable_protocol_errors
+        self._retries += record.capacity_retries
+        self._steps += record.steps
+        self._tokens += record.model_tokens
+
+    def result(self) -> RolloutStats:
+        """The statistics a collector writes (at least one record added)."""
+        count = self.count
+        return RolloutStats(
+            mean_episode_return=self._return_sum / count,
+            min_episode_return=self._min,
+            max_episode_return=self._max,
+            done_count=self._terminations["done"],
+            max_steps_count=self._terminations["max_steps"],
+            invalid_model_action_count=self._terminations["invalid_model_action"],
+            protocol_error_count=self._terminations["protocol_error"],
+            recoverable_protocol_error_count=self._recoverable,
+            capacity_retry_count=self._retries,
+            total_environment_steps=self._steps,
+            total_model_tokens=self._tokens,
+            mean_model_latency_ms=self._latency_sum / count,
+        )
 
 
 def compute_stats(records: Sequence[RolloutRecord]) -> RolloutStats:
     """The statistics a collector writes for ``records`` (at least one record)."""
-    returns = [record.episode_return for record in records]
-    total_return = 0.0
-    for value in returns:
-        total_return += value
-    total_latency = 0.0
+    accumulator = StatsAccumulator()
     for record in records:
-        total_latency += record.model_latency_ms
-    count = len(records)
-
-    def terminated(kind: str) -> int:
-        return sum(1 for record in records if record.termination == kind)
-
-    return RolloutStats(
-        mean_episode_return=total_return / count,
-        min_episode_return=min(returns) if returns else None,
-        max_episode_return=max(returns) if returns else None,
-        done_count=terminated("done"),
-        max_steps_count=terminated("max_steps"),
-        invalid_model_action_count=terminated("invalid_model_action"),
-        protocol_error_count=terminated("protocol_error"),
-        recoverable_protocol_error_count=sum(r.recoverable_protocol_errors for r in records),
-        capacity_retry_count=sum(r.capacity_retries for r in records),
-        total_environment_steps=sum(r.steps for r in records),
-        total_model_tokens=sum(r.model_tokens for r in records),
-        mean_model_latency_ms=total_latency / count,
-    )
+        accumulator.add(record)
+    return accumulator.result()
 
 
 def _same(left: object, right: object) -> bool:
@@ -52,9 +85,14 @@ def _same(left: object, right: object) -> bool:
     return type(left) is type(right) and left == right
 
 
-def check_stats(stats: RolloutStats, records: Sequence[RolloutRecord], *, shown: str) -> None:
-    """Raise ``bundle_stats_mismatch`` naming the first field that differs."""
-    expected = compute_stats(records)
+def check_stats(
+    stats: RolloutStats, records: Sequence[RolloutRecord] | RolloutStats, *, shown: str
+) -> None:
+    """Raise ``bundle_stats_mismatch`` naming the first field that differs.
+
+    ``records``: the rollout records, or the statistics already recomputed from them.
+    """
+    expected = records if isinstance(records, RolloutStats) else compute_stats(records)
     for name in RolloutStats.model_fields:
         found, wanted = getattr(stats, name), getattr(expected, name)
         if not _same(found, wanted):

@@ -1,0 +1,245 @@
+"""Streaming one strict JSON object whose bulk is one top-level array.
+
+:func:`iter_members` walks a document ``{"k": v, ..., "<array_key>": [e0, e1, ...], ...}``
+read in chunks and yields, in document order, each top-level member other than the named
+array (``Member(key, value, element=False)``) and each element of the named array
+(``Member(array_key, element, element=True)``; an empty array is an ordinary member
+``[]``). Every member value and every element is
+parsed by :func:`kiln_verify.core.jsonio.loads` from its own bytes, so the strictness is
+exactly that of parsing the whole document: duplicate keys (at every depth, the top-level
+object included: the named array may appear only once), NaN/Infinity, invalid UTF-8, lone
+surrogates, number length, and nesting depth counted from the document's root.
+
+Memory: the buffer holds one member or element at a time (plus one read chunk); a single
+element is bounded only by ``max_bytes`` (the file cap). Element boundaries are found by a
+small byte state machine (strings with escapes, bracket depth) that never rescans bytes,
+so a hostile document costs linear time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from kiln_verify.core.jsonio import loads, loads_object
+from kiln_verify.errors import (
+    JsonDuplicateKey,
+    JsonSyntax,
+    JsonTooDeep,
+    KilnError,
+    LimitExceeded,
+    snippet,
+)
+from kiln_verify.limits import HASH_CHUNK_BYTES, MAX_JSON_DEPTH
+
+__all__ = ["Member", "iter_members"]
+
+_WS = re.compile(rb"[ \t\n\r]*+")
+# Everything up to the next bracket outside a string: plain bytes and complete strings.
+_SKIP = re.compile(rb'(?:[^"\[\]{}]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+', re.DOTALL)
+_STRING_BODY = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
+_SCALAR = re.compile(rb"[-+.0-9A-Za-z]*+")
+_OPENERS = b"[{"
+_BOM = b"\xef\xbb\xbf"
+
+
+class Member(NamedTuple):
+    """A top-level member (``element=False``) or an element of the named array."""
+
+    key: str
+    value: Any
+    element: bool
+
+
+class _Reader:
+    def __init__(self, read: Callable[[int], bytes], chunk_size: int, max_bytes: int) -> None:
+        self._read = read
+        self._chunk = chunk_size
+        self.max_bytes = max_bytes
+        self.buf = bytearray()
+        self.pos = 0
+        self.total = 0
+        self.eof = False
+
+    def fill(self) -> bool:
+        """Append one chunk (dropping consumed bytes first); ``False`` at end of input."""
+        if self.eof:
+            return False
+        data = self._read(self._chunk)
+        if not data:
+            self.eof = True
+            return False
+        self.total += len(data)
+        if self.total > self.max_bytes:
+            raise LimitExceeded("JSON document", limit="max_bytes", bound=self.max_bytes)
+        self.buf += data
+        return True
+
+    def compact(self) -> None:
+        if self.pos >= self._chunk:
+            del self.buf[: self.pos]
+            self.pos = 0
+
+    def skip_ws(self) -> int | None:
+        """Skip whitespace; the next byte, or ``None`` at end of input."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.fill():
+                return None
+
+    def expect_more(self, what: str) -> None:
+        if not self.fill():
+            raise JsonSyntax(f"unexpected end of document in {what}")
+
+    def string_end(self, start: int) -> int:
+        """End offset of the string whose opening quote is at ``start``."""
+        p = start + 1
+        while True:
+            q = _STRING_BODY.match(self.buf, p).end()  # type: ignore[union-attr]
+            if q < len(self.buf) and self.buf[q] == 0x22:
+                return q + 1
+            # the body ran to the end of the buffer (perhaps on a lone trailing backslash)
+            p = q
+            self.expect_more("a string")
+
+    def value_end(self, start: int, base_depth: int) -> int:
+        """End offset of the JSON value starting at ``start`` (a non-blank byte)."""
+        first = self.buf[start]
+        if first == 0x22:
+            return self.string_end(start)
+        if first not in _OPENERS:
+            p = start
+            while True:
+                p = _SCALAR.match(self.buf, p).end()  # type: ignore[union-attr]
+                if p < len(self.buf) or not self.fill():
+                    break
+            if p == start:
+                raise JsonSyntax("expecting a value")
+            return p
+        depth = 0
+        p = start
+        limit = MAX_JSON_DEPTH - base_depth
+        buf = self.buf
+        while True:
+            p = _SKIP.match(buf, p).end()  # type: ignore[union-attr]
+            if p == len(buf):
+                self.expect_more("an array or object")
+                continue
+            byte = buf[p]
+            if byte == 0x22:  # a string cut by the end of the buffer
+                p = self.string_end(p)
+            elif byte in _OPENERS:
+                p += 1
+                depth += 1
+                if depth > limit:
+                    raise JsonTooDeep(f"nesting depth exceeds MAX_JSON_DEPTH = {MAX_JSON_DEPTH}")
+            else:
+                p += 1
+                depth -= 1
+                if depth == 0:
+                    return p
+
+    def value(self, base_depth: int) -> Any:
+        start = self.pos
+        end = self.value_end(start, base_depth)
+        self.pos = end
+        # the scan above bounded the nesting depth (from the document root) already
+        return loads(bytes(self.buf[start:end]), max_bytes=self.max_bytes, depth_checked=True)
+
+
+def _walk(reader: _Reader, array_key: str) -> Iterator[Member]:
+    first = reader.skip_ws()
+    if reader.buf.startswith(_BOM):
+        raise JsonSyntax("a byte order mark is not allowed before JSON text")
+    if first != 0x7B:  # not an object: parse the rest whole for loads_object's exact error
+        while reader.fill():
+            pass
+        loads_object(bytes(reader.buf), max_bytes=reader.max_bytes)
+        raise JsonSyntax("expecting an object")  # pragma: no cover - loads_object raised
+    reader.pos += 1
+    seen: set[str] = set()
+    after_comma = False
+    while True:
+        byte = reader.skip_ws()
+        if byte == 0x7D and not after_comma and not seen:
+            reader.pos += 1
+            break
+        if byte != 0x22:
+            raise JsonSyntax("expecting a property name in double quotes")
+        start = reader.pos
+        end = reader.string_end(start)
+        key = loads(bytes(reader.buf[start:end]), max_bytes=reader.max_bytes)
+        reader.pos = end
+        if key in seen:
+            raise JsonDuplicateKey(f"duplicate object key {snippet(key)}")
+        seen.add(key)
+        if reader.skip_ws() != 0x3A:
+            raise JsonSyntax("expecting ':' delimiter")
+        reader.pos += 1
+        byte = reader.skip_ws()
+        if byte is None:
+            raise JsonSyntax("unexpected end of document: expecting a value")
+        if key == array_key and byte == 0x5B:
+            reader.pos += 1
+            if reader.skip_ws() == 0x5D:  # empty: an ordinary member
+                reader.pos += 1
+                yield Member(key, [], False)
+            else:
+                yield from _elements(reader, array_key)
+        else:
+            yield Member(key, reader.value(1), False)
+        reader.compact()
+        byte = reader.skip_ws()
+        if byte == 0x2C:
+            reader.pos += 1
+            after_comma = True
+            continue
+        if byte == 0x7D:
+            reader.pos += 1
+            break
+        raise JsonSyntax("expecting ',' or '}' after an object member")
+    if reader.skip_ws() is not None:
+        raise JsonSyntax("extra data after the top-level object")
+
+
+def _elements(reader: _Reader, array_key: str) -> Iterator[Member]:
+    while True:
+        byte = reader.skip_ws()
+        if byte is None:
+            raise JsonSyntax("unexpected end of document in an array")
+        yield Member(array_key, reader.value(2), True)
+        reader.compact()
+        byte = reader.skip_ws()
+        if byte == 0x2C:
+            reader.pos += 1
+            continue
+        if byte == 0x5D:
+            reader.pos += 1
+            return
+        raise JsonSyntax("expecting ',' or ']' in an array")
+
+
+def iter_members(
+    read: Callable[[int], bytes],
+    array_key: str,
+    *,
+    max_bytes: int,
+    source: str | None = None,
+    chunk_size: int = HASH_CHUNK_BYTES,
+) -> Iterator[Member]:
+    """Yield the members of one strict top-level JSON object, streaming ``array_key``.
+
+    ``read(n)`` returns up to ``n`` bytes (``b""`` at the end). Raises only
+    :class:`KilnError` subclasses (``source`` names the file); if ``array_key``'s value is
+    not an array it is yielded whole as an ordinary member.
+    """
+    reader = _Reader(read, max(1, chunk_size), max_bytes)
+    try:
+        yield from _walk(reader, array_key)
+    except KilnError as exc:
+        if source is not None and exc.path is None:
+            exc.at(path=source)
+        raise
