@@ -1,0 +1,74 @@
+"""Type-strict JSON comparison: first differing path, bounded renderings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kiln_verify.limits import MAX_ERROR_SNIPPET_CHARS
+from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorRecord
+from kiln_verify.openenv.records.replay import ObservationResult, ProtocolErrorResult
+from kiln_verify.openenv.replay import first_difference, result_difference
+from kiln_verify.openenv.wire import Reward
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "path"),
+    [
+        (1, 1.0, "$"),
+        (True, 1, "$"),
+        (0, False, "$"),
+        (None, 0, "$"),
+        ({"a": 1}, {"a": 1.0}, "a"),
+        ({"a": [1, 2]}, {"a": [1, 2, 3]}, "a[2]"),
+        ({"a": {"b": "x"}}, {"a": {"b": "y"}}, "a.b"),
+        ({"a": 1}, {"a": 1, "b": 2}, "b"),
+        ({"a b": 1}, {"a b": 2}, '["a b"]'),
+        ({"z": 1, "a": 1}, {"z": 2, "a": 2}, "a"),
+    ],
+)
+def test_first_difference_is_type_strict(expected: Any, actual: Any, path: str) -> None:
+    found = first_difference(expected, actual)
+    assert found is not None
+    assert found.path == path
+
+
+def test_equal_values_have_no_difference() -> None:
+    value = {"a": [1, 2.5, True, None, {"b": "c"}], "d": -0.0}
+    assert first_difference(value, {"d": -0.0, "a": [1, 2.5, True, None, {"b": "c"}]}) is None
+
+
+def test_values_are_bounded_and_absence_is_named() -> None:
+    found = first_difference({"a": "x" * 10_000}, {})
+    assert found is not None
+    assert found.actual == "<absent>"
+    assert len(found.expected) < MAX_ERROR_SNIPPET_CHARS + 40
+
+
+def _observation(reward: Reward, **extra: Any) -> ObservationRecord:
+    return ObservationRecord(observation={"n": 1}, reward=reward, done=False, **extra)
+
+
+def test_result_pairings() -> None:
+    recorded = ObservationResult(observation=_observation(Reward.from_json(1.0)))
+    found = result_difference(recorded, _observation(Reward.from_json(1)))
+    assert found is not None
+    assert (found.path, found.expected, found.actual) == ("observation.reward", "'1.0'", "'1'")
+    assert result_difference(recorded, _observation(Reward.from_json(1.0))) is None
+    found = result_difference(recorded, _observation(Reward.from_json(1.0), metadata={"m": 1}))
+    assert found is not None
+    assert found.path == "observation.metadata"
+    error = ProtocolErrorRecord(code="EXECUTION_ERROR", message="bad arm", errors=["x"])
+    found = result_difference(recorded, error)
+    assert found is not None
+    assert found.path == "kind"
+    recorded_error = ProtocolErrorResult(error=error, continued=True)
+    assert result_difference(recorded_error, error) is None
+    other = ProtocolErrorRecord(code="EXECUTION_ERROR", message="bad arm", errors=["y"])
+    found = result_difference(recorded_error, other)
+    assert found is not None
+    assert found.path == "error.errors[0]"
+    found = result_difference(recorded_error, _observation(Reward.from_json(None)))
+    assert found is not None
+    assert found.path == "kind"
