@@ -1,0 +1,367 @@
+"""`kiln-verify openenv evaluate`: paired held-out evaluation of two policies (contract §9).
+
+Live form: the rollout collection flags (defaults as ``openenv rollout`` except groups 20
+and group size 1; ``--seed-start`` defaults to right after a declared training interval,
+else 0) plus ``--baseline-policy``/``--candidate-policy`` (and their ``-option KEY=VALUE``)
+collect ``DIR/baseline/`` then ``DIR/candidate/`` with identical options and write
+``DIR/receipt.json`` (``--output-dir``, default ``openenv-evaluation``; no file is
+replaced without ``--force``). Without ``--environment`` the embedded oracle (``bandit``
+unless ``--oracle NAME``) is served in-process and both policies play the same server.
+Offline form: ``--baseline-summary PATH --candidate-summary PATH`` verifies both bundles
+and computes the receipt (written to ``--receipt PATH`` or ``--output-dir DIR``, else only
+printed).
+
+Gate: ``--min-mean-improvement X`` (>= 0) and/or ``--min-mean-return X``; without either
+the decision is ``diagnostic``. ``--training-seed-start N --training-groups N`` declare
+the training interval; overlapping evaluation seeds are a usage error (before any network
+contact).
+
+Exit status: 0 receipt produced with decision ``passed`` or ``diagnostic``; 1 receipt
+produced with decision ``rejected`` or ``inconclusive`` (so CI can gate on it), or a
+collection / verification / pairing failure (no receipt); 2 usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kiln_verify.cli.openenv_rollout import _parse_bool, _templates
+from kiln_verify.errors import KilnError, UsageError
+from kiln_verify.openenv.collect import CollectionControls
+from kiln_verify.openenv.evaluate import (
+    RECEIPT_NAME,
+    Evaluation,
+    TrainingInterval,
+    check_live_request,
+    evaluate_bundles,
+    run_evaluation,
+)
+from kiln_verify.openenv.policy.base import Policy
+from kiln_verify.openenv.policy.registry import POLICY_NAMES, build_policy, parse_policy_options
+from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
+
+__all__ = ["DEFAULT_OUTPUT_DIR", "evaluate_command", "register"]
+
+DEFAULT_OUTPUT_DIR = "openenv-evaluation"
+_PLACEHOLDER_URL = "http://127.0.0.1:1"
+_FAILING_DECISIONS = frozenset({"rejected", "inconclusive"})
+
+
+def _gate(
+    min_mean_improvement: float | None, min_mean_return: float | None
+) -> EnvironmentEvalGate | None:
+    if min_mean_improvement is None and min_mean_return is None:
+        return None
+    improvement = 0.0 if min_mean_improvement is None else float(min_mean_improvement)
+    if not math.isfinite(improvement) or improvement < 0:
+        raise UsageError("--min-mean-improvement must be a finite number >= 0")
+    if min_mean_return is not None and not math.isfinite(min_mean_return):
+        raise UsageError("--min-mean-return must be a finite number")
+    return EnvironmentEvalGate(
+        min_mean_improvement=improvement,
+        min_mean_return=None if min_mean_return is None else float(min_mean_return),
+    )
+
+
+def _training(seed_start: int | None, groups: int | None) -> TrainingInterval | None:
+    if seed_start is None and groups is None:
+        return None
+    if seed_start is None or groups is None:
+        raise UsageError("--training-seed-start and --training-groups go together")
+    return TrainingInterval(seed_start, groups)
+
+
+def _policy(flag: str, name: str | None, options: list[str] | None) -> Policy:
+    if name is None:
+        raise UsageError(f"{flag} is required", hint=f"{flag} {'|'.join(POLICY_NAMES)}")
+    return build_policy(name, parse_policy_options(options or []))
+
+
+async def _live(
+    controls: CollectionControls,
+    baseline: Policy,
+    candidate: Policy,
+    output_dir: str | None,
+    gate: EnvironmentEvalGate | None,
+    training: TrainingInterval | None,
+) -> Evaluation:
+    try:
+        return await run_evaluation(
+            controls,
+            baseline,
+            candidate,
+            output_dir or DEFAULT_OUTPUT_DIR,
+            gate=gate,
+            training=training,
+        )
+    finally:
+        await _close(baseline, candidate)
+
+
+async def _close(*policies: Policy | None) -> None:
+    for policy in policies:
+        if policy is not None:
+            await policy.aclose()
+
+
+def _table(evaluation: Evaluation) -> Table:
+    receipt = evaluation.receipt
+    evidence = receipt.evidence
+    table = Table(title="OpenEnv paired held-out evaluation", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    rows = [
+        ("decision", evidence.decision),
+        ("outcome", receipt.outcome),
+        ("paired groups / episodes", f"{evidence.paired_groups} / {evidence.paired_episodes}"),
+        (
+            "improved / regressed / tied",
+            f"{evidence.improved_groups} / {evidence.regressed_groups} / {evidence.tied_groups}",
+        ),
+        ("baseline mean return", repr(evidence.baseline_mean_return)),
+        ("candidate mean return", repr(evidence.candidate_mean_return)),
+        ("mean return improvement", repr(evidence.mean_return_improvement)),
+        ("exact sign test p", repr(evidence.exact_sign_test_p_value)),
+        ("reason", evidence.reason),
+        ("receipt", evaluation.receipt_path or "-"),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def evaluate_command(
+    environment: Annotated[
+        list[str] | None,
+        typer.Option("--environment", help="OpenEnv base URL (repeat; groups rotate round-robin)."),
+    ] = None,
+    credential_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--credential-env", help="Bearer-token variable NAME per --environment; '-' = public."
+        ),
+    ] = None,
+    reset_options: Annotated[
+        str | None,
+        typer.Option(
+            "--reset-options", help="JSON object FILE merged into every reset (seed is set)."
+        ),
+    ] = None,
+    environment_reset_options: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--environment-reset-options", help="Per-environment reset FILE (repeat; '-' = {})."
+        ),
+    ] = None,
+    groups: Annotated[int, typer.Option("--groups", help="Held-out groups (one seed each).")] = 20,
+    group_size: Annotated[int, typer.Option("--group-size", help="Candidates per group.")] = 1,
+    seed_start: Annotated[
+        int | None,
+        typer.Option(
+            "--seed-start", help="Held-out seed of group 0 (default: after training, else 0)."
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", help="Model actions per episode at most.")
+    ] = 8,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Candidate sessions at once.")
+    ] = 4,
+    max_action_tokens: Annotated[
+        int, typer.Option("--max-action-tokens", help="Tokens per action.")
+    ] = 256,
+    thinking_budget_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--thinking-budget-tokens", help="Thinking token budget (needs --thinking true)."
+        ),
+    ] = None,
+    temperature: Annotated[
+        float, typer.Option("--temperature", help="Sampling temperature.")
+    ] = 1.0,
+    thinking: Annotated[
+        str, typer.Option("--thinking", help="true|false: thinking mode.")
+    ] = "true",
+    protocol_error_reward: Annotated[
+        float,
+        typer.Option(
+            "--protocol-error-reward", help="Penalty per protocol error or invalid action."
+        ),
+    ] = -1.0,
+    max_recoverable_errors: Annotated[
+        int,
+        typer.Option(
+            "--max-recoverable-errors", help="Recoverable errors an episode may continue after."
+        ),
+    ] = 3,
+    capacity_wait_seconds: Annotated[
+        int,
+        typer.Option("--capacity-wait-seconds", help="How long to wait for a free session slot."),
+    ] = 300,
+    oracle: Annotated[
+        str | None,
+        typer.Option(
+            "--oracle", help="Embedded oracle to evaluate on when no --environment is given."
+        ),
+    ] = None,
+    baseline_policy: Annotated[
+        str | None,
+        typer.Option("--baseline-policy", help=f"Baseline policy: {'|'.join(POLICY_NAMES)}."),
+    ] = None,
+    baseline_policy_option: Annotated[
+        list[str] | None,
+        typer.Option("--baseline-policy-option", help="KEY=VALUE baseline policy option."),
+    ] = None,
+    candidate_policy: Annotated[
+        str | None,
+        typer.Option("--candidate-policy", help=f"Candidate policy: {'|'.join(POLICY_NAMES)}."),
+    ] = None,
+    candidate_policy_option: Annotated[
+        list[str] | None,
+        typer.Option("--candidate-policy-option", help="KEY=VALUE candidate policy option."),
+    ] = None,
+    baseline_summary: Annotated[
+        str | None,
+        typer.Option("--baseline-summary", help="Offline form: the baseline bundle's summary."),
+    ] = None,
+    candidate_summary: Annotated[
+        str | None,
+        typer.Option("--candidate-summary", help="Offline form: the candidate bundle's summary."),
+    ] = None,
+    receipt: Annotated[
+        str | None,
+        typer.Option("--receipt", help="Offline form: write the receipt to this path."),
+    ] = None,
+    output_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--output-dir",
+            help=f"Directory for baseline/, candidate/ and {RECEIPT_NAME} "
+            f"(live default {DEFAULT_OUTPUT_DIR}).",
+        ),
+    ] = None,
+    training_seed_start: Annotated[
+        int | None,
+        typer.Option("--training-seed-start", help="Declared training interval: first seed."),
+    ] = None,
+    training_groups: Annotated[
+        int | None,
+        typer.Option("--training-groups", help="Declared training interval: number of groups."),
+    ] = None,
+    min_mean_improvement: Annotated[
+        float | None,
+        typer.Option("--min-mean-improvement", help="Gate: least mean-return improvement (>= 0)."),
+    ] = None,
+    min_mean_return: Annotated[
+        float | None,
+        typer.Option("--min-mean-return", help="Gate: least candidate mean return."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace existing output files.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the receipt as JSON.")] = False,
+) -> None:
+    """Compare a candidate with a baseline policy on paired held-out seeds (sign test)."""
+    handle = None
+    baseline: Policy | None = None
+    candidate: Policy | None = None
+    try:
+        gate = _gate(min_mean_improvement, min_mean_return)
+        training = _training(training_seed_start, training_groups)
+        offline = baseline_summary is not None or candidate_summary is not None
+        if offline:
+            if baseline_summary is None or candidate_summary is None:
+                raise UsageError("--baseline-summary and --candidate-summary go together")
+            if environment or baseline_policy or candidate_policy or oracle:
+                raise UsageError(
+                    "the offline form (--baseline-summary/--candidate-summary) collects "
+                    "nothing: drop --environment, --oracle and the policy flags"
+                )
+            if receipt is not None and output_dir is not None:
+                raise UsageError("--receipt and --output-dir are mutually exclusive")
+            target = receipt
+            if output_dir is not None:
+                Path(output_dir).mkdir(parents=True, exist_ok=True)
+                target = str(Path(output_dir) / RECEIPT_NAME)
+            evaluation = evaluate_bundles(
+                baseline_summary,
+                candidate_summary,
+                gate=gate,
+                training=training,
+                receipt_path=target,
+                force=force,
+            )
+        else:
+            if receipt is not None:
+                raise UsageError(
+                    "--receipt belongs to the offline form; the live form writes "
+                    f"--output-dir/{RECEIPT_NAME}"
+                )
+            if oracle is not None and environment:
+                raise UsageError("--oracle only applies when no --environment is given")
+            if not environment and credential_env:
+                raise UsageError("--credential-env needs --environment")
+            start = seed_start
+            if start is None:
+                start = training.next_seed if training is not None else 0
+            controls = CollectionControls.create(
+                environment or [_PLACEHOLDER_URL],
+                reset_templates=_templates(reset_options, environment_reset_options or []),
+                credential_envs=[None if slot == "-" else slot for slot in credential_env or []],
+                groups=groups,
+                group_size=group_size,
+                seed_start=start,
+                max_steps=max_steps,
+                concurrency=concurrency,
+                max_action_tokens=max_action_tokens,
+                thinking_budget_tokens=thinking_budget_tokens,
+                temperature=temperature,
+                thinking=_parse_bool("--thinking", thinking),
+                protocol_error_reward=protocol_error_reward,
+                max_recoverable_errors=max_recoverable_errors,
+                capacity_wait_seconds=capacity_wait_seconds,
+                force=force,
+            )
+            check_live_request(controls, gate, training)
+            baseline = _policy("--baseline-policy", baseline_policy, baseline_policy_option)
+            candidate = _policy("--candidate-policy", candidate_policy, candidate_policy_option)
+            if not environment:
+                from oracle.runner import ServerConfig, start_server
+
+                try:
+                    handle = start_server(ServerConfig(oracle or "bandit"))
+                except (KeyError, ValueError) as exc:
+                    raise UsageError(f"cannot start the embedded oracle: {exc}") from None
+                controls = dataclasses.replace(controls, environments=(handle.base_url,))
+            pair = (baseline, candidate)
+            baseline = candidate = None  # from here on _live closes them
+            evaluation = asyncio.run(_live(controls, *pair, output_dir, gate, training))
+    except KilnError as exc:
+        if as_json:
+            typer.echo(json.dumps({"error": exc.to_dict()}, indent=2, ensure_ascii=False))
+        else:
+            typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    finally:
+        if baseline is not None or candidate is not None:
+            asyncio.run(_close(baseline, candidate))
+        if handle is not None:
+            handle.stop()
+    if as_json:
+        typer.echo(evaluation.data.decode("utf-8"), nl=False)
+    else:
+        Console().print(_table(evaluation))
+    if evaluation.receipt.evidence.decision in _FAILING_DECISIONS:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``evaluate`` command to the ``openenv`` command group."""
+    app.command("evaluate")(evaluate_command)
