@@ -506,6 +506,31 @@ class ResetDone(OpenEnvError):
     default_hint = "the environment must start episodes in a non-terminal state"
 
 
+class ReplayDrift(OpenEnvError):
+    """Live replay saw the environment behave differently from the recorded bundle.
+
+    ``drift`` locates it: ``stage`` (``identity``, ``reset``, ``step``, ``state``),
+    ``environment_index``, ``group_index``, ``candidate_index``, ``step_index`` (absent
+    where not applicable), ``field`` (first differing JSON path, or the changed identity
+    fields) and bounded ``expected`` / ``actual`` renderings (never credentials).
+    """
+
+    code = "replay_drift"
+    default_hint = (
+        "the live environment no longer reproduces the bundle; re-collect against the "
+        "current environment or restore the deployment the bundle was collected from"
+    )
+
+    def __init__(self, rule: str, *, drift: Mapping[str, Any], hint: str | None = None) -> None:
+        self.drift = dict(drift)
+        super().__init__(rule, hint=hint)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["drift"] = dict(self.drift)
+        return out
+
+
 class TaskApiInvalid(OpenEnvError):
     """A Task API response is malformed, or the environment/split selection is ambiguous."""
 
@@ -696,6 +721,21 @@ class BundleStatsMismatch(BundleError):
     """The summary ``stats`` differ from the recomputed statistics (§6.10)."""
 
     code = "bundle_stats_mismatch"
+
+
+# --- paired held-out evaluation (kiln-openenv-contract §9) ------------------------------
+
+
+class EvaluationPairingMismatch(BundleError):
+    """Baseline and candidate bundles are not paired (§9 step 3): environments, options, or
+    a group's index, environment, seed, reset payload, reset observation or candidates
+    differ. No unpaired estimate is ever produced; ``location`` names the group."""
+
+    code = "evaluation_pairing_mismatch"
+    default_hint = (
+        "collect baseline and candidate with identical options against unchanged "
+        "environments (kiln-verify openenv evaluate does both)"
+    )
 
 
 ERROR_CLASSES: Mapping[str, type[KilnError]] = MappingProxyType(dict(_REGISTRY))

@@ -149,3 +149,12 @@ _register_verify(openenv_app)
 from kiln_verify.cli.openenv_rollout import register as _register_rollout  # noqa: E402
 
 _register_rollout(openenv_app)
+
+
+from kiln_verify.cli.openenv_replay import register as _register_replay  # noqa: E402
+
+_register_replay(openenv_app)
+
+from kiln_verify.cli.openenv_evaluate import register as _register_evaluate  # noqa: E402
+
+_register_evaluate(openenv_app)

@@ -38,19 +38,22 @@ def inventory_rows() -> list[dict[str, Any]]:
         try:
             env = environment_class(name)
         except Exception as exc:
-            rows.append({"name": name, "available": False,
-                         "error": f"{type(exc).__name__}: {exc}"})
+            rows.append({"name": name, "available": False, "error": f"{type(exc).__name__}: {exc}"})
             continue
-        rows.append({
-            "name": name,
-            "available": True,
-            "category": env.category,
-            "env_name": env.env_name,
-            "class_name": env.class_name,
-            "action": [{"name": f.name, "type": f.type, "required": f.required}
-                       for f in env.action_fields],
-            "task_api": env.task_splits() is not None,
-        })
+        rows.append(
+            {
+                "name": name,
+                "available": True,
+                "category": env.category,
+                "env_name": env.env_name,
+                "class_name": env.class_name,
+                "action": [
+                    {"name": f.name, "type": f.type, "required": f.required}
+                    for f in env.action_fields
+                ],
+                "task_api": env.task_splits() is not None,
+            }
+        )
     return rows
 
 
@@ -71,9 +74,15 @@ def list_servers(
             table.add_row(row["name"], "-", "-", f"unavailable ({row['error']})", "-")
             continue
         action = ", ".join(
-            f"{f['name']}: {f['type']}{'' if f['required'] else '?'}" for f in row["action"])
-        table.add_row(row["name"], row["category"], row["env_name"], action,
-                      "yes" if row["task_api"] else "no")
+            f"{f['name']}: {f['type']}{'' if f['required'] else '?'}" for f in row["action"]
+        )
+        table.add_row(
+            row["name"],
+            row["category"],
+            row["env_name"],
+            action,
+            "yes" if row["task_api"] else "no",
+        )
     Console().print(table)
 
 
@@ -83,32 +92,48 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(0, "--port", min=0, max=65535, help="Port; 0 picks a free one."),
     max_sessions: int = typer.Option(
-        DEFAULT_MAX_SESSIONS, "--max-sessions", min=1,
-        help="Concurrent WebSocket sessions before CAPACITY_REACHED."),
+        DEFAULT_MAX_SESSIONS,
+        "--max-sessions",
+        min=1,
+        help="Concurrent WebSocket sessions before CAPACITY_REACHED.",
+    ),
     fault: Annotated[list[str] | None, typer.Option("--fault", help=_FAULT_HELP)] = None,
     ping_interval: float = typer.Option(
-        20.0, "--ping-interval", min=0.0,
-        help="Seconds between server WebSocket pings (0 disables them)."),
+        20.0,
+        "--ping-interval",
+        min=0.0,
+        help="Seconds between server WebSocket pings (0 disables them).",
+    ),
     ping_timeout: float = typer.Option(
-        20.0, "--ping-timeout", min=0.0, help="Seconds to wait for a pong before dropping."),
+        20.0, "--ping-timeout", min=0.0, help="Seconds to wait for a pong before dropping."
+    ),
     per_message_deflate: bool = typer.Option(
-        False, "--per-message-deflate/--no-per-message-deflate",
-        help="Accept permessage-deflate when a client offers it (OpenEnv does; off is faster)."),
+        False,
+        "--per-message-deflate/--no-per-message-deflate",
+        help="Accept permessage-deflate when a client offers it (OpenEnv does; off is faster).",
+    ),
 ) -> None:
     """Run one oracle server in the foreground; prints its base URL once /health answers."""
     if name not in SERVERS:
         raise typer.BadParameter(
             f"unknown oracle server {name!r}; run `kiln-verify oracle list` for the names",
-            param_hint="NAME")
+            param_hint="NAME",
+        )
     try:
         faults = parse_faults(fault or ())
         faults.bearer_token()
     except FaultError as exc:
         raise typer.BadParameter(str(exc), param_hint="--fault") from None
     config = ServerConfig(
-        name, host=host, port=port, max_sessions=max_sessions, faults=faults,
-        ping_interval=ping_interval or None, ping_timeout=ping_timeout or None,
-        per_message_deflate=per_message_deflate)
+        name,
+        host=host,
+        port=port,
+        max_sessions=max_sessions,
+        faults=faults,
+        ping_interval=ping_interval or None,
+        ping_timeout=ping_timeout or None,
+        per_message_deflate=per_message_deflate,
+    )
     try:
         config.environment_class()
     except Exception as exc:
