@@ -1,0 +1,212 @@
+"""Errors of the OpenEnv client and the live engines (kiln-openenv-contract section 8)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kiln_verify.errors.base import KilnError
+
+# --- OpenEnv client (kiln-openenv-contract §8) ------------------------------------------
+
+
+class OpenEnvError(KilnError, abstract=True):
+    """Talking to an OpenEnv environment server failed or the server broke the protocol."""
+
+
+class EnvironmentUrlInvalid(OpenEnvError):
+    """The user gave a base URL the client refuses; a usage error, nothing was contacted."""
+
+    code = "environment_url_invalid"
+    exit_code = 2
+    default_hint = "give an http(s) base URL without userinfo, query or fragment"
+
+
+class CredentialInvalid(OpenEnvError):
+    """The credential variable name or its value breaks the bearer-token rules."""
+
+    code = "credential_invalid"
+    exit_code = 2
+    default_hint = "export a non-empty token without whitespace or control characters"
+
+
+class CredentialInsecure(OpenEnvError):
+    """A bearer token would travel in clear text to a non-loopback host."""
+
+    code = "credential_insecure"
+    exit_code = 2
+    default_hint = "use an https:// URL for remote servers; plain http is for loopback only"
+
+
+class CredentialReflected(OpenEnvError):
+    """The server echoed our bearer token back; the response is rejected unparsed."""
+
+    code = "credential_reflected"
+    default_hint = "the server must never echo the Authorization header; fix the environment"
+
+
+class EnvironmentHttpStatus(OpenEnvError):
+    """An HTTP request got a status the contract does not allow (401, 404, 500, ...)."""
+
+    code = "environment_http_status"
+    default_hint = "check the URL, the server logs and, for 401/403, --credential-env"
+
+
+class EnvironmentRedirect(OpenEnvError):
+    """The server answered with a redirect, which is never followed."""
+
+    code = "environment_redirect"
+    default_hint = "use the final URL directly; redirects are never followed"
+
+
+class EnvironmentTransport(OpenEnvError):
+    """The connection failed, was reset or timed out below the protocol."""
+
+    code = "environment_transport"
+    default_hint = "check that the server is running and reachable from this machine"
+
+
+class EnvironmentTimeout(OpenEnvError):
+    """An HTTP request or a WebSocket exchange took longer than its timeout."""
+
+    code = "environment_timeout"
+    default_hint = "raise the timeout or make the environment answer faster"
+
+
+class DiscoveryInvalid(OpenEnvError):
+    """A discovery document (/metadata, /schema, /list_environments, /openapi.json) is malformed."""
+
+    code = "discovery_invalid"
+    default_hint = "serve the discovery documents OpenEnv 0.10.0 defines"
+
+
+class ProtocolViolation(OpenEnvError):
+    """A WebSocket frame breaks the wire protocol (binary, oversized, malformed, unknown)."""
+
+    code = "protocol_violation"
+    default_hint = "the environment server does not speak the OpenEnv WebSocket protocol"
+
+
+class UnexpectedResponse(OpenEnvError):
+    """A well-formed frame of the wrong type (e.g. `state` in answer to `step`)."""
+
+    code = "unexpected_response"
+    default_hint = "the server must answer reset/step with observation and state with state"
+
+
+class SessionClosed(OpenEnvError):
+    """The server closed the WebSocket session."""
+
+    code = "session_closed"
+    default_hint = "open a new session"
+
+
+class SessionPoisoned(OpenEnvError):
+    """The session failed earlier and can never be used again (no resend, no late reads)."""
+
+    code = "session_poisoned"
+    default_hint = "open a new session; a failed session is closed for good"
+
+
+class SessionBusy(OpenEnvError):
+    """A second request was started while one is in flight; a programming error."""
+
+    code = "session_busy"
+    exit_code = 2
+    default_hint = "await each reset/step/state before starting the next one"
+
+
+class RecoverableProtocolError(OpenEnvError):
+    """The server answered with a recoverable error code; the session stays usable."""
+
+    code = "environment_error_recoverable"
+    default_hint = "fix the request (action, reset data) and send it again on the same session"
+    #: The typed error reply (`kiln_verify.openenv.wire.ProtocolError`).
+    error: Any = None
+
+
+class TerminalProtocolError(OpenEnvError):
+    """The server answered with a terminal error code; the session is closed."""
+
+    code = "environment_error_terminal"
+    default_hint = "open a new session; for CAPACITY_REACHED wait or raise max sessions"
+    #: The typed error reply (`kiln_verify.openenv.wire.ProtocolError`).
+    error: Any = None
+
+
+class CapacityExhausted(OpenEnvError):
+    """No session slot became free within the capacity wait bound."""
+
+    code = "capacity_exhausted"
+    default_hint = "raise the wait bound or the server's max sessions, or close other sessions"
+
+
+class ActionSchemaInvalid(OpenEnvError):
+    """The environment's action schema cannot be compiled (or needs a remote reference)."""
+
+    code = "action_schema_invalid"
+    default_hint = "publish a self-contained JSON Schema; remote $ref is never resolved"
+
+
+class ActionInvalid(OpenEnvError):
+    """An action does not validate against the environment's action schema."""
+
+    code = "action_invalid"
+    default_hint = "produce an action object that the /schema action schema accepts"
+    #: The bounded issues (keyword and pointers only), set by the validator.
+    issues: tuple[Any, ...] = ()
+
+
+class EnvironmentIdentityChanged(OpenEnvError):
+    """The environment's identity differs from the one recorded earlier."""
+
+    code = "environment_identity_changed"
+    default_hint = "the environment changed; start a new run against the current identity"
+
+
+class ResetNondeterministic(OpenEnvError):
+    """Candidates of one group got different reset observations or prompts for one seed."""
+
+    code = "reset_nondeterministic"
+    default_hint = (
+        "reset(seed) must be deterministic: derive every random choice of reset from the seed"
+    )
+
+
+class ResetDone(OpenEnvError):
+    """A reset answered ``done: true``; a trainable rollout needs at least one action."""
+
+    code = "reset_done"
+    default_hint = "the environment must start episodes in a non-terminal state"
+
+
+class ReplayDrift(OpenEnvError):
+    """Live replay saw the environment behave differently from the recorded bundle.
+
+    ``drift`` locates it: ``stage`` (``identity``, ``reset``, ``step``, ``state``),
+    ``environment_index``, ``group_index``, ``candidate_index``, ``step_index`` (absent
+    where not applicable), ``field`` (first differing JSON path, or the changed identity
+    fields) and bounded ``expected`` / ``actual`` renderings (never credentials).
+    """
+
+    code = "replay_drift"
+    default_hint = (
+        "the live environment no longer reproduces the bundle; re-collect against the "
+        "current environment or restore the deployment the bundle was collected from"
+    )
+
+    def __init__(self, rule: str, *, drift: Mapping[str, Any], hint: str | None = None) -> None:
+        self.drift = dict(drift)
+        super().__init__(rule, hint=hint)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["drift"] = dict(self.drift)
+        return out
+
+
+class TaskApiInvalid(OpenEnvError):
+    """A Task API response is malformed, or the environment/split selection is ambiguous."""
+
+    code = "task_api_invalid"
+    default_hint = "name the environment (--environment-name) and split (--split) explicitly"
