@@ -24,7 +24,6 @@ collection / verification / pairing failure (no receipt); 2 usage.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -34,7 +33,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kiln_verify.cli.openenv_rollout import _parse_bool, _templates
+from kiln_verify.cli import collection_options as opts
 from kiln_verify.errors import KilnError, UsageError
 from kiln_verify.openenv.collect import CollectionControls
 from kiln_verify.openenv.evaluate import (
@@ -52,7 +51,6 @@ from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
 __all__ = ["DEFAULT_OUTPUT_DIR", "evaluate_command", "register"]
 
 DEFAULT_OUTPUT_DIR = "openenv-evaluation"
-_PLACEHOLDER_URL = "http://127.0.0.1:1"
 _FAILING_DECISIONS = frozenset({"rejected", "inconclusive"})
 
 
@@ -140,28 +138,10 @@ def _table(evaluation: Evaluation) -> Table:
 
 
 def evaluate_command(
-    environment: Annotated[
-        list[str] | None,
-        typer.Option("--environment", help="OpenEnv base URL (repeat; groups rotate round-robin)."),
-    ] = None,
-    credential_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--credential-env", help="Bearer-token variable NAME per --environment; '-' = public."
-        ),
-    ] = None,
-    reset_options: Annotated[
-        str | None,
-        typer.Option(
-            "--reset-options", help="JSON object FILE merged into every reset (seed is set)."
-        ),
-    ] = None,
-    environment_reset_options: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--environment-reset-options", help="Per-environment reset FILE (repeat; '-' = {})."
-        ),
-    ] = None,
+    environment: opts.Environment = None,
+    credential_env: opts.CredentialEnv = None,
+    reset_options: opts.ResetOptions = None,
+    environment_reset_options: opts.EnvironmentResetOptions = None,
     groups: Annotated[int, typer.Option("--groups", help="Held-out groups (one seed each).")] = 20,
     group_size: Annotated[int, typer.Option("--group-size", help="Candidates per group.")] = 1,
     seed_start: Annotated[
@@ -170,43 +150,15 @@ def evaluate_command(
             "--seed-start", help="Held-out seed of group 0 (default: after training, else 0)."
         ),
     ] = None,
-    max_steps: Annotated[
-        int, typer.Option("--max-steps", help="Model actions per episode at most.")
-    ] = 8,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Candidate sessions at once.")
-    ] = 4,
-    max_action_tokens: Annotated[
-        int, typer.Option("--max-action-tokens", help="Tokens per action.")
-    ] = 256,
-    thinking_budget_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--thinking-budget-tokens", help="Thinking token budget (needs --thinking true)."
-        ),
-    ] = None,
-    temperature: Annotated[
-        float, typer.Option("--temperature", help="Sampling temperature.")
-    ] = 1.0,
-    thinking: Annotated[
-        str, typer.Option("--thinking", help="true|false: thinking mode.")
-    ] = "true",
-    protocol_error_reward: Annotated[
-        float,
-        typer.Option(
-            "--protocol-error-reward", help="Penalty per protocol error or invalid action."
-        ),
-    ] = -1.0,
-    max_recoverable_errors: Annotated[
-        int,
-        typer.Option(
-            "--max-recoverable-errors", help="Recoverable errors an episode may continue after."
-        ),
-    ] = 3,
-    capacity_wait_seconds: Annotated[
-        int,
-        typer.Option("--capacity-wait-seconds", help="How long to wait for a free session slot."),
-    ] = 300,
+    max_steps: opts.MaxSteps = 8,
+    concurrency: opts.Concurrency = 4,
+    max_action_tokens: opts.MaxActionTokens = 256,
+    thinking_budget_tokens: opts.ThinkingBudgetTokens = None,
+    temperature: opts.Temperature = 1.0,
+    thinking: opts.Thinking = "true",
+    protocol_error_reward: opts.ProtocolErrorReward = -1.0,
+    max_recoverable_errors: opts.MaxRecoverableErrors = 3,
+    capacity_wait_seconds: opts.CapacityWaitSeconds = 300,
     oracle: Annotated[
         str | None,
         typer.Option(
@@ -265,11 +217,10 @@ def evaluate_command(
         float | None,
         typer.Option("--min-mean-return", help="Gate: least candidate mean return."),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace existing output files.")] = False,
+    force: opts.Force = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the receipt as JSON.")] = False,
 ) -> None:
     """Compare a candidate with a baseline policy on paired held-out seeds (sign test)."""
-    handle = None
     baseline: Policy | None = None
     candidate: Policy | None = None
     try:
@@ -304,17 +255,15 @@ def evaluate_command(
                     "--receipt belongs to the offline form; the live form writes "
                     f"--output-dir/{RECEIPT_NAME}"
                 )
-            if oracle is not None and environment:
-                raise UsageError("--oracle only applies when no --environment is given")
-            if not environment and credential_env:
-                raise UsageError("--credential-env needs --environment")
+            embedded = opts.EmbeddedOracle.from_flags(environment, oracle)
             start = seed_start
             if start is None:
                 start = training.next_seed if training is not None else 0
-            controls = CollectionControls.create(
-                environment or [_PLACEHOLDER_URL],
-                reset_templates=_templates(reset_options, environment_reset_options or []),
-                credential_envs=[None if slot == "-" else slot for slot in credential_env or []],
+            controls = opts.build_controls(
+                environment=environment,
+                credential_env=credential_env,
+                reset_options=reset_options,
+                environment_reset_options=environment_reset_options,
                 groups=groups,
                 group_size=group_size,
                 seed_start=start,
@@ -323,7 +272,7 @@ def evaluate_command(
                 max_action_tokens=max_action_tokens,
                 thinking_budget_tokens=thinking_budget_tokens,
                 temperature=temperature,
-                thinking=_parse_bool("--thinking", thinking),
+                thinking=thinking,
                 protocol_error_reward=protocol_error_reward,
                 max_recoverable_errors=max_recoverable_errors,
                 capacity_wait_seconds=capacity_wait_seconds,
@@ -332,17 +281,10 @@ def evaluate_command(
             check_live_request(controls, gate, training)
             baseline = _policy("--baseline-policy", baseline_policy, baseline_policy_option)
             candidate = _policy("--candidate-policy", candidate_policy, candidate_policy_option)
-            if not environment:
-                from oracle.runner import ServerConfig, start_server
-
-                try:
-                    handle = start_server(ServerConfig(oracle or "bandit"))
-                except (KeyError, ValueError) as exc:
-                    raise UsageError(f"cannot start the embedded oracle: {exc}") from None
-                controls = dataclasses.replace(controls, environments=(handle.base_url,))
-            pair = (baseline, candidate)
-            baseline = candidate = None  # from here on _live closes them
-            evaluation = asyncio.run(_live(controls, *pair, output_dir, gate, training))
+            with embedded.serve(controls) as live:
+                pair = (baseline, candidate)
+                baseline = candidate = None  # from here on _live closes them
+                evaluation = asyncio.run(_live(live, *pair, output_dir, gate, training))
     except KilnError as exc:
         if as_json:
             typer.echo(json.dumps({"error": exc.to_dict()}, indent=2, ensure_ascii=False))
@@ -352,8 +294,6 @@ def evaluate_command(
     finally:
         if baseline is not None or candidate is not None:
             asyncio.run(_close(baseline, candidate))
-        if handle is not None:
-            handle.stop()
     if as_json:
         typer.echo(evaluation.data.decode("utf-8"), nl=False)
     else:

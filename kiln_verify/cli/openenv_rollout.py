@@ -11,7 +11,6 @@ failure (nothing published), 2 usage.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import sys
 from typing import Annotated, Any
@@ -21,7 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kiln_verify.errors import KilnError, UsageError
+from kiln_verify.cli import collection_options as opts
+from kiln_verify.errors import KilnError
 from kiln_verify.openenv.collect import (
     DEFAULT_DATASET,
     DEFAULT_REPLAY,
@@ -29,36 +29,11 @@ from kiln_verify.openenv.collect import (
     Bundle,
     CollectionControls,
     ProgressEvent,
-    load_reset_options,
     run_collection,
 )
 from kiln_verify.openenv.policy.registry import POLICY_NAMES, build_policy, parse_policy_options
 
 __all__ = ["register"]
-
-_PLACEHOLDER_URL = "http://127.0.0.1:1"
-
-
-def _parse_bool(flag: str, text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise UsageError(f"{flag} takes true or false, not {text[:32]!r}")
-
-
-def _templates(shared: str | None, per_environment: list[str]) -> list[dict[str, Any]] | None:
-    if shared is not None and per_environment:
-        raise UsageError(
-            "--reset-options and --environment-reset-options are mutually exclusive",
-            hint="give one shared object or one object per --environment",
-        )
-    if shared is not None:
-        return [load_reset_options(shared)]
-    if per_environment:
-        return [load_reset_options(path) for path in per_environment]
-    return None
 
 
 def _table(bundle: Bundle) -> Table:
@@ -91,70 +66,22 @@ def _table(bundle: Bundle) -> Table:
 
 
 def rollout_command(
-    environment: Annotated[
-        list[str] | None,
-        typer.Option("--environment", help="OpenEnv base URL (repeat; groups rotate round-robin)."),
-    ] = None,
-    credential_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--credential-env", help="Bearer-token variable NAME per --environment; '-' = public."
-        ),
-    ] = None,
-    reset_options: Annotated[
-        str | None,
-        typer.Option(
-            "--reset-options", help="JSON object FILE merged into every reset (seed is set)."
-        ),
-    ] = None,
-    environment_reset_options: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--environment-reset-options", help="Per-environment reset FILE (repeat; '-' = {})."
-        ),
-    ] = None,
+    environment: opts.Environment = None,
+    credential_env: opts.CredentialEnv = None,
+    reset_options: opts.ResetOptions = None,
+    environment_reset_options: opts.EnvironmentResetOptions = None,
     groups: Annotated[int, typer.Option("--groups", help="Groups (one seed each).")] = 8,
     group_size: Annotated[int, typer.Option("--group-size", help="Candidates per group.")] = 4,
-    seed_start: Annotated[
-        int, typer.Option("--seed-start", help="Seed of group 0; +1 per group.")
-    ] = 0,
-    max_steps: Annotated[
-        int, typer.Option("--max-steps", help="Model actions per episode at most.")
-    ] = 8,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Candidate sessions at once.")
-    ] = 4,
-    max_action_tokens: Annotated[
-        int, typer.Option("--max-action-tokens", help="Tokens per action.")
-    ] = 256,
-    thinking_budget_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--thinking-budget-tokens", help="Thinking token budget (needs --thinking true)."
-        ),
-    ] = None,
-    temperature: Annotated[
-        float, typer.Option("--temperature", help="Sampling temperature.")
-    ] = 1.0,
-    thinking: Annotated[
-        str, typer.Option("--thinking", help="true|false: thinking mode.")
-    ] = "true",
-    protocol_error_reward: Annotated[
-        float,
-        typer.Option(
-            "--protocol-error-reward", help="Penalty per protocol error or invalid action."
-        ),
-    ] = -1.0,
-    max_recoverable_errors: Annotated[
-        int,
-        typer.Option(
-            "--max-recoverable-errors", help="Recoverable errors an episode may continue after."
-        ),
-    ] = 3,
-    capacity_wait_seconds: Annotated[
-        int,
-        typer.Option("--capacity-wait-seconds", help="How long to wait for a free session slot."),
-    ] = 300,
+    seed_start: opts.SeedStart = 0,
+    max_steps: opts.MaxSteps = 8,
+    concurrency: opts.Concurrency = 4,
+    max_action_tokens: opts.MaxActionTokens = 256,
+    thinking_budget_tokens: opts.ThinkingBudgetTokens = None,
+    temperature: opts.Temperature = 1.0,
+    thinking: opts.Thinking = "true",
+    protocol_error_reward: opts.ProtocolErrorReward = -1.0,
+    max_recoverable_errors: opts.MaxRecoverableErrors = 3,
+    capacity_wait_seconds: opts.CapacityWaitSeconds = 300,
     output: Annotated[str, typer.Option("--output", help="Corpus JSONL path.")] = DEFAULT_DATASET,
     replay_output: Annotated[
         str, typer.Option("--replay-output", help="Replay path.")
@@ -162,7 +89,7 @@ def rollout_command(
     summary_output: Annotated[
         str, typer.Option("--summary-output", help="Summary path.")
     ] = DEFAULT_SUMMARY,
-    force: Annotated[bool, typer.Option("--force", help="Replace existing output files.")] = False,
+    force: opts.Force = False,
     policy: Annotated[
         str, typer.Option("--policy", help=f"Behaviour policy: {'|'.join(POLICY_NAMES)}.")
     ] = "random",
@@ -183,16 +110,13 @@ def rollout_command(
     ] = False,
 ) -> None:
     """Collect rollouts into a corpus, a replay manifest and a summary, published together."""
-    handle = None
     try:
-        if oracle is not None and environment:
-            raise UsageError("--oracle only applies when no --environment is given")
-        if not environment and credential_env:
-            raise UsageError("--credential-env needs --environment")
-        controls = CollectionControls.create(
-            environment or [_PLACEHOLDER_URL],
-            reset_templates=_templates(reset_options, environment_reset_options or []),
-            credential_envs=[None if slot == "-" else slot for slot in credential_env or []],
+        embedded = opts.EmbeddedOracle.from_flags(environment, oracle)
+        controls = opts.build_controls(
+            environment=environment,
+            credential_env=credential_env,
+            reset_options=reset_options,
+            environment_reset_options=environment_reset_options,
             groups=groups,
             group_size=group_size,
             seed_start=seed_start,
@@ -201,7 +125,7 @@ def rollout_command(
             max_action_tokens=max_action_tokens,
             thinking_budget_tokens=thinking_budget_tokens,
             temperature=temperature,
-            thinking=_parse_bool("--thinking", thinking),
+            thinking=thinking,
             protocol_error_reward=protocol_error_reward,
             max_recoverable_errors=max_recoverable_errors,
             capacity_wait_seconds=capacity_wait_seconds,
@@ -211,21 +135,11 @@ def rollout_command(
             force=force,
         )
         behaviour = build_policy(policy, parse_policy_options(policy_option or []))
-        if not environment:
-            from oracle.runner import ServerConfig, start_server
-
-            try:
-                handle = start_server(ServerConfig(oracle or "bandit"))
-            except (KeyError, ValueError) as exc:
-                raise UsageError(f"cannot start the embedded oracle: {exc}") from None
-            controls = dataclasses.replace(controls, environments=(handle.base_url,))
-        bundle = _collect(controls, behaviour, show_progress=not as_json and sys.stderr.isatty())
+        with embedded.serve(controls) as live:
+            bundle = _collect(live, behaviour, show_progress=not as_json and sys.stderr.isatty())
     except KilnError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
-    finally:
-        if handle is not None:
-            handle.stop()
     if as_json:
         report = {
             "summary": controls.summary_output,
