@@ -96,7 +96,25 @@ def _scalar(value: object) -> str:
     raise _unsupported(value)
 
 
-def _fast_array(items: list[Any] | tuple[Any, ...]) -> str | None:
+def _null(value: None) -> str:
+    return "null"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+# Exact leaf types and their spellings (identical to _scalar's for these types).
+_LEAVES: dict[type, Callable[[Any], str]] = {
+    str: _encode_str,
+    int: _int,
+    float: format_float,
+    bool: _bool,
+    type(None): _null,
+}
+
+
+def _fast_array(items: list[Any] | tuple[Any, ...], sep: str = ",") -> str | None:
     """Join homogeneous scalar arrays (token ids, logprobs, texts) in C-speed passes."""
     kinds = set(map(type, items))
     if len(kinds) != 1:
@@ -105,11 +123,11 @@ def _fast_array(items: list[Any] | tuple[Any, ...]) -> str | None:
     if kind is int:
         if min(items) <= _INT_LOW or max(items) >= _INT_HIGH:
             return None  # the element loop raises the precise error
-        return ",".join(map(_int_repr, items))
+        return sep.join(map(_int_repr, items))
     if kind is str:
-        return ",".join(map(_encode_str, items))
+        return sep.join(map(_encode_str, items))
     if kind is float:
-        return ",".join(map(format_float, items))
+        return sep.join(map(format_float, items))
     return None
 
 
@@ -172,22 +190,30 @@ def _pretty(value: Any, out: list[str], depth: int) -> None:
             out.append("{}" if kind is dict else "[]")
             return
         inner = "\n" + "  " * (depth + 1)
+        child = depth + 1
         if kind is dict:
             sep = "{" + inner
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise _bad_key(key)
-                out.append(sep)
-                out.append(_encode_str(key))
-                out.append(": ")
-                _pretty(item, out, depth + 1)
+                # Leaves of exact scalar types inline (_scalar's spelling), the rest recurse.
+                leaf = _LEAVES.get(type(item))
+                if leaf is not None:
+                    out.append(f"{sep}{_encode_str(key)}: {leaf(item)}")
+                else:
+                    out.append(f"{sep}{_encode_str(key)}: ")
+                    _pretty(item, out, child)
                 sep = "," + inner
             out.append("\n" + "  " * depth + "}")
         else:
+            joined = _fast_array(value, "," + inner)
+            if joined is not None:
+                out.append(f"[{inner}{joined}\n{'  ' * depth}]")
+                return
             sep = "[" + inner
             for item in value:
                 out.append(sep)
-                _pretty(item, out, depth + 1)
+                _pretty(item, out, child)
                 sep = "," + inner
             out.append("\n" + "  " * depth + "]")
     else:

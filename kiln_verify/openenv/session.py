@@ -65,6 +65,27 @@ def protocol_exception(error: ProtocolError) -> RecoverableProtocolError | Termi
     return exc
 
 
+class _Exclusive:
+    """``async with``: the session's lock, or :class:`SessionBusy` when it is already held.
+
+    A plain class rather than ``contextlib.asynccontextmanager``: it is entered on every
+    exchange, and the generator machinery cost more than the exchange's own bookkeeping.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: asyncio.Lock) -> None:
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        if self._lock.locked():
+            raise SessionBusy("another request is already in flight on this session")
+        await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
 class Session:
     """A connected session; use :meth:`reset`, :meth:`step`, :meth:`state`, :meth:`close`."""
 
@@ -75,6 +96,7 @@ class Session:
         self.request_timeout = request_timeout
         self._token = token
         self._lock = asyncio.Lock()
+        self._exclusive_guard = _Exclusive(self._lock)
         self._waiter: asyncio.Future[str | bytes] | None = None
         self._requests = 0
         #: Why the session is no longer usable; ``_poisoned`` distinguishes the two endings.
@@ -233,12 +255,8 @@ class Session:
             raise error
         return frame
 
-    @contextlib.asynccontextmanager
-    async def _exclusive(self) -> Any:
-        if self._lock.locked():
-            raise SessionBusy("another request is already in flight on this session")
-        async with self._lock:
-            yield
+    def _exclusive(self) -> _Exclusive:
+        return self._exclusive_guard
 
     async def reset(self, data: Mapping[str, Any] | None = None) -> Observation:
         text = encode_reset(data)
@@ -295,15 +313,18 @@ class Session:
         """Send ``{"type":"close"}`` best effort (no reply exists) and close the socket."""
         if self._ended is None:
             self._end(SessionClosed("the session was closed by the client"), poison=False)
+            # asyncio.timeout rather than wait_for: the same bound without a task per call.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._ws.send(encode_close()), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self._ws.send(encode_close())
         if not self._reader.done():
             self._reader.cancel()
         if self._closer is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._closer, 2.0)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._ws.close(), 2.0)
+            async with asyncio.timeout(2.0):
+                await self._ws.close()
 
     async def __aenter__(self) -> Session:
         return self

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import enum
 import json
+import json.encoder
 import math
 import struct
+from operator import itemgetter
 from typing import Any
 
 import pytest
@@ -13,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiln_verify.core.jsonio import dumps_canonical, dumps_compact, dumps_pretty, format_float
-from kiln_verify.errors import KilnError
+from kiln_verify.errors import (
+    JsonLoneSurrogate,
+    JsonNumberTooLong,
+    JsonTooDeep,
+    JsonUnsupportedType,
+    KilnError,
+)
 from kiln_verify.limits import MAX_JSON_DEPTH, MAX_JSON_NUMBER_CHARS
 
 FLOAT_CASES = [
@@ -239,3 +247,253 @@ def test_float_free_values_match_the_standard_library(value: Any) -> None:
     assert dumps_canonical(value) == canonical.encode()
     pretty = json.dumps(value, ensure_ascii=False, indent=2) + "\n"
     assert dumps_pretty(value) == pretty.encode()
+
+
+# --- the encoder before the pretty fast paths, kept verbatim as the reference -------------
+# (renamed with a _ref prefix); the encoder must write exactly its bytes and errors.
+
+_encode_str = json.encoder.encode_basestring
+_int_repr = int.__repr__
+_first = itemgetter(0)
+_INT_HIGH = 10**MAX_JSON_NUMBER_CHARS
+_INT_LOW = -(10 ** (MAX_JSON_NUMBER_CHARS - 1))
+
+
+def _ref_int(value: int) -> str:
+    if not _INT_LOW < value < _INT_HIGH:
+        raise JsonNumberTooLong(
+            f"an integer longer than MAX_JSON_NUMBER_CHARS = {MAX_JSON_NUMBER_CHARS} characters"
+        )
+    return _int_repr(value)
+
+
+def _ref_unsupported(value: object) -> JsonUnsupportedType:
+    return JsonUnsupportedType(f"cannot encode a value of type {type(value).__name__} as JSON")
+
+
+def _ref_scalar(value: object) -> str:
+    """Encode a non-container, accepting subclasses (StrEnum, IntEnum) by their base type."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _encode_str(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _ref_int(int(value))
+    if isinstance(value, float):
+        return format_float(float(value))
+    raise _ref_unsupported(value)
+
+
+def _ref_fast_array(items: list[Any] | tuple[Any, ...]) -> str | None:
+    """Join homogeneous scalar arrays (token ids, logprobs, texts) in C-speed passes."""
+    kinds = set(map(type, items))
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind is int:
+        if min(items) <= _INT_LOW or max(items) >= _INT_HIGH:
+            return None  # the element loop raises the precise error
+        return ",".join(map(_int_repr, items))
+    if kind is str:
+        return ",".join(map(_encode_str, items))
+    if kind is float:
+        return ",".join(map(format_float, items))
+    return None
+
+
+def _ref_compact(value: Any, out: list[str], depth: int, sort_keys: bool) -> None:
+    kind = type(value)
+    if kind is dict:
+        if depth >= MAX_JSON_DEPTH:
+            raise JsonTooDeep(f"nesting deeper than MAX_JSON_DEPTH = {MAX_JSON_DEPTH}")
+        if not value:
+            out.append("{}")
+            return
+        items = value.items()
+        if sort_keys:
+            _ref_check_keys(value)
+            items = sorted(items, key=_first)
+        sep = "{"
+        for key, item in items:
+            if type(key) is not str and not isinstance(key, str):
+                raise _ref_bad_key(key)
+            out.append(sep)
+            out.append(_encode_str(key))
+            out.append(":")
+            _ref_compact(item, out, depth + 1, sort_keys)
+            sep = ","
+        out.append("}")
+    elif kind is list or kind is tuple:
+        if depth >= MAX_JSON_DEPTH:
+            raise JsonTooDeep(f"nesting deeper than MAX_JSON_DEPTH = {MAX_JSON_DEPTH}")
+        if not value:
+            out.append("[]")
+            return
+        joined = _ref_fast_array(value)
+        if joined is not None:
+            out.append("[")
+            out.append(joined)
+            out.append("]")
+            return
+        sep = "["
+        for item in value:
+            out.append(sep)
+            _ref_compact(item, out, depth + 1, sort_keys)
+            sep = ","
+        out.append("]")
+    elif kind is str:
+        out.append(_encode_str(value))
+    elif kind is int:
+        out.append(_ref_int(value))
+    elif kind is float:
+        out.append(format_float(value))
+    else:
+        out.append(_ref_scalar(value))
+
+
+def _ref_pretty(value: Any, out: list[str], depth: int) -> None:
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        if depth >= MAX_JSON_DEPTH:
+            raise JsonTooDeep(f"nesting deeper than MAX_JSON_DEPTH = {MAX_JSON_DEPTH}")
+        if not value:
+            out.append("{}" if kind is dict else "[]")
+            return
+        inner = "\n" + "  " * (depth + 1)
+        if kind is dict:
+            sep = "{" + inner
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise _ref_bad_key(key)
+                out.append(sep)
+                out.append(_encode_str(key))
+                out.append(": ")
+                _ref_pretty(item, out, depth + 1)
+                sep = "," + inner
+            out.append("\n" + "  " * depth + "}")
+        else:
+            sep = "[" + inner
+            for item in value:
+                out.append(sep)
+                _ref_pretty(item, out, depth + 1)
+                sep = "," + inner
+            out.append("\n" + "  " * depth + "]")
+    else:
+        out.append(_ref_scalar(value))
+
+
+def _ref_check_keys(mapping: dict[Any, Any]) -> None:
+    for key in mapping:
+        if not isinstance(key, str):
+            raise _ref_bad_key(key)
+
+
+def _ref_bad_key(key: object) -> JsonUnsupportedType:
+    return JsonUnsupportedType(f"object keys must be str, not {type(key).__name__}")
+
+
+def _ref_to_utf8(parts: list[str]) -> bytes:
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise JsonLoneSurrogate("a string contains an unpaired UTF-16 surrogate") from exc
+
+
+def _ref_dumps_compact(value: Any) -> bytes:
+    """serde_json ``to_vec`` bytes: ``,``/``:`` separators, raw UTF-8, keys in given order."""
+    out: list[str] = []
+    _ref_compact(value, out, 0, False)
+    return _ref_to_utf8(out)
+
+
+def _ref_dumps_canonical(value: Any) -> bytes:
+    """Compact bytes with object keys sorted recursively by code point (= UTF-8 byte order)."""
+    out: list[str] = []
+    _ref_compact(value, out, 0, True)
+    return _ref_to_utf8(out)
+
+
+def _ref_dumps_pretty(value: Any) -> bytes:
+    """serde_json pretty bytes (2-space indent, ``": "``) plus one trailing LF, keys in order."""
+    out: list[str] = []
+    _ref_pretty(value, out, 0)
+    out.append("\n")
+    return _ref_to_utf8(out)
+
+
+class _Text(str):
+    pass
+
+
+class _Count(enum.IntEnum):
+    ONE = 1
+
+
+class _Mapping(dict[str, Any]):
+    pass
+
+
+_any_float = st.floats() | st.sampled_from([1e16, 1e-5, 1e-7, 123456789e20, -0.0, 5e-324])
+_any_int = st.integers() | st.sampled_from(
+    [10**MAX_JSON_NUMBER_CHARS - 1, 10**MAX_JSON_NUMBER_CHARS, -(10 ** (MAX_JSON_NUMBER_CHARS - 1))]
+)
+_odd_scalars = st.sampled_from(
+    [_Text("sub"), _Count.ONE, "\ud800", b"bytes", math.nan, 2**64, (), {}, []]
+)
+_leaves = st.none() | st.booleans() | _any_int | _any_float | st.text() | _odd_scalars
+_keys = st.text() | st.sampled_from(["\udc00", "b", "a", "é", "\U0001f600"])
+_odd_keys = st.sampled_from([1, None, _Text("k")])
+_values = st.recursive(
+    _leaves,
+    lambda inner: (
+        st.lists(inner, max_size=6)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.lists(_any_int, max_size=6)
+        | st.lists(_any_float, max_size=6)
+        | st.lists(st.text(), max_size=4)
+        | st.dictionaries(_keys, inner, max_size=5)
+        | st.dictionaries(_keys | _odd_keys, inner, max_size=3)
+        | st.dictionaries(_keys, inner, max_size=3).map(_Mapping)
+    ),
+    max_leaves=40,
+)
+
+
+def _outcome(dump: Any, value: Any) -> tuple[str, Any]:
+    try:
+        return ("bytes", dump(value))
+    except KilnError as exc:
+        return ("error", (exc.code, str(exc)))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_values)
+def test_fast_paths_write_the_reference_bytes_and_errors(value: Any) -> None:
+    """The inlined pretty leaves and joined pretty arrays change no byte and no error."""
+    pairs = [
+        (dumps_compact, _ref_dumps_compact),
+        (dumps_canonical, _ref_dumps_canonical),
+        (dumps_pretty, _ref_dumps_pretty),
+    ]
+    for fast, reference in pairs:
+        assert _outcome(fast, value) == _outcome(reference, value)
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1])
+def test_fast_paths_match_the_reference_at_the_depth_bound(depth: int) -> None:
+    leaves: tuple[Any, ...] = ([], {}, 1.5, 1e16, [1, 2], ["a"])
+    for wrap in (lambda v: [v], lambda v: {"k": v}):
+        for leaf in leaves:
+            value: Any = leaf
+            for _ in range(depth):
+                value = wrap(value)
+            for fast, reference in [
+                (dumps_compact, _ref_dumps_compact),
+                (dumps_canonical, _ref_dumps_canonical),
+                (dumps_pretty, _ref_dumps_pretty),
+            ]:
+                assert _outcome(fast, value) == _outcome(reference, value)

@@ -25,10 +25,11 @@ order with the invalid-action penalty last, exactly as the verifier recomputes i
 
 from __future__ import annotations
 
-import asyncio
 import math
-from dataclasses import dataclass
-from typing import Any
+import types
+from collections.abc import Coroutine, Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import (
@@ -80,6 +81,7 @@ from kiln_verify.openenv.wire import ProtocolError
 __all__ = ["EnvironmentContext", "EpisodeResult", "parse_model_action", "run_episode"]
 
 _FENCE = "```"
+T = TypeVar("T")
 
 
 def parse_model_action(text: str) -> dict[str, Any] | str:
@@ -114,14 +116,16 @@ class EnvironmentContext:
     client: OpenEnvClient
     inspection: EnvironmentInspection
     action_schema: ActionSchema
+    # Computed once here rather than once per episode (the inspection is frozen).
+    action_schema_sha256: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        digest = str(action_schema_sha256(self.inspection.schema_.action))
+        object.__setattr__(self, "action_schema_sha256", digest)
 
     @property
     def name(self) -> str:
         return self.inspection.identity.metadata.name
-
-    @property
-    def action_schema_sha256(self) -> str:
-        return str(action_schema_sha256(self.inspection.schema_.action))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,18 +143,42 @@ class EpisodeResult:
 async def _act(session: Session, policy: Policy, request: PolicyRequest) -> PolicyResponse:
     """The policy's answer, with the session kept alive while it takes time.
 
-    The call starts as a task and gets one loop turn; a policy that answers without
-    waiting (scripted, random) is done then and costs no keep-alive machinery.
+    The call is stepped once in place: a policy that answers without waiting (scripted,
+    random) is done then and costs no task, no loop turn and no keep-alive machinery. A
+    call that suspends continues in a task (exactly where it stopped) under the keep-alive.
     """
-    task = asyncio.ensure_future(policy.act(request))
+    call = policy.act(request)
+    if type(call) is not types.CoroutineType:
+        return await session.keep_alive_while(call)
     try:
-        await asyncio.sleep(0)
-    except BaseException:
-        task.cancel()
-        raise
-    if task.done():
-        return task.result()
-    return await session.keep_alive_while(task)
+        yielded = call.send(None)
+    except StopIteration as finished:
+        response: PolicyResponse = finished.value
+        return response
+    return await session.keep_alive_while(_resume(call, yielded))
+
+
+@types.coroutine
+def _resume(call: Coroutine[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
+    """Continue a coroutine that has already yielded ``yielded``, as ``await`` would."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            call.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = call.throw(exc)
+            except StopIteration as finished:
+                result: T = finished.value
+                return result
+        else:
+            try:
+                yielded = call.send(sent)
+            except StopIteration as finished:
+                result = finished.value
+                return result
 
 
 def _finite(total: float) -> float:
