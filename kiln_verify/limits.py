@@ -72,6 +72,41 @@ MAX_GRPO_ROW_BYTES: Final = 256 * MiB
 MAX_GRPO_GROUPS: Final = 10_000_000
 """Rows (groups) in one GRPO corpus (kiln-hf-trl-contract §7; at least 1)."""
 
+# --- HF/TRL records (kiln_verify.hf.manifest; kiln-hf-trl-contract §3.5, §4, §7) ------------
+
+MAX_HF_TEXT_BYTES: Final = 512
+"""Bounded text in HF/TRL manifests (ids, versions, config keys and texts), UTF-8 bytes."""
+
+MAX_EFFECTIVE_CONFIG_ENTRIES: Final = 256
+"""Entries of a result's ``effective_config`` (at least 1); also a ``text_list``'s items."""
+
+MAX_EFFECTIVE_CONFIG_BYTES: Final = 64 * KiB
+"""Canonical JSON of a whole ``effective_config`` map."""
+
+MAX_GROUP_COMPLETIONS: Final = 1024
+"""Completions of one GRPO group (at least 2)."""
+
+MAX_ROLLOUT_TOKENS: Final = 16_777_216
+"""``input_token_ids`` of one rollout (prompt plus completion; at least 1)."""
+
+MAX_STOP_SEQUENCES: Final = 256
+"""Stop sequences in one rollout's sampling parameters."""
+
+MAX_STOP_BYTES: Final = 16 * KiB
+"""UTF-8 bytes of all stop sequences of one rollout together."""
+
+MAX_TEMPLATE_ITEMS: Final = 256
+"""Tools, and template keyword arguments, of one template invocation (each)."""
+
+MAX_TEMPLATE_INVOCATION_BYTES: Final = 1 * MiB
+"""Canonical JSON of one rollout's ``template_invocation``."""
+
+MAX_GENERATION_BACKEND_BYTES: Final = 64
+"""A rollout's ``generation_backend`` text, UTF-8 bytes."""
+
+MAX_KERNEL_VERSIONS: Final = 64
+"""Kernel versions (at least 1), and compiled features, in execution provenance (each)."""
+
 # --- OpenEnv wire (kiln-openenv-contract §8.1) ------------------------------------------
 
 MAX_DISCOVERY_BODY_BYTES: Final = 2 * MiB
@@ -182,3 +217,25 @@ MAX_MODEL_FILE_BYTES: Final = 64 * GiB
 
 MAX_MODEL_FILES: Final = 4096
 """Regular files in a local model directory hashed for the behaviour-policy identity."""
+
+# --- archives (kiln_verify.core.safe_tar; kiln-hf-trl-contract §1.3, §5.8, §7) -----------
+
+MAX_ARCHIVE_COMPRESSED_BYTES: Final = 64 * GiB
+"""A ``.tar.gz`` read for extraction, as stored (CLI download cap, §1.3 and §7)."""
+
+MAX_ARCHIVE_ENTRIES: Final = 4096
+"""Tar entries (files and directories) in one archive (CLI download cap, §1.3 and §7)."""
+
+MAX_ARCHIVE_EXPANDED_BYTES: Final = 64 * GiB
+"""Sum of the declared sizes of an archive's regular files (CLI download cap, §7)."""
+
+MAX_ARCHIVE_MEMBER_BYTES: Final = 64 * GiB
+"""One regular file in an archive: the largest bundle file, ``train.jsonl`` (§7)."""
+
+MAX_ARCHIVE_NAME_BYTES: Final = 256
+"""A member name including its root, in UTF-8 bytes: the most a USTAR header can hold
+(155-byte prefix, ``/``, 100-byte name)."""
+
+MAX_ARCHIVE_TAIL_BYTES: Final = 10 * KiB
+"""Zero bytes allowed after the tar end-of-archive marker (Kiln's import rule, §5.8, §7);
+a tar writer pads to 10240-byte records, so an honest tail is shorter."""

@@ -7,7 +7,7 @@ than :data:`~kiln_verify.limits.MAX_ERROR_SNIPPET_CHARS` characters of anything 
 sent, so a hostile server or file cannot flood a terminal, a log or a JSON report.
 
 Adding a code is adding one class to the family module it belongs to (`base`, `data`,
-`openenv`, `engines`) and its name to the imports below: ``__init_subclass__`` checks the
+`openenv`, `engines`, `hf`) and its name to the imports below: ``__init_subclass__`` checks the
 spelling and uniqueness at import time, and :data:`ERROR_CODES` / :data:`ERROR_CLASSES` are
 built from the registry once every family is imported, so importing this package always
 gives the complete list.
@@ -26,6 +26,15 @@ from kiln_verify.errors.base import (
     snippet,
 )
 from kiln_verify.errors.data import (
+    ArchiveBomb,
+    ArchiveDuplicate,
+    ArchiveError,
+    ArchiveInvalid,
+    ArchiveLink,
+    ArchivePathUnsafe,
+    ArchiveRootInvalid,
+    ArchiveSpecialFile,
+    ArchiveTrailingData,
     DigestError,
     DigestMalformed,
     DigestMismatch,
@@ -84,6 +93,12 @@ from kiln_verify.errors.engines import (
     PolicyTransport,
     PolicyUnavailable,
 )
+from kiln_verify.errors.hf import (
+    AdapterUnloadable,
+    HfError,
+    HfIdentityMismatch,
+    ResidentIdentityMismatch,
+)
 from kiln_verify.errors.openenv import (
     ActionInvalid,
     ActionSchemaInvalid,
@@ -123,6 +138,16 @@ __all__ = [
     "ERROR_CODES",
     "ActionInvalid",
     "ActionSchemaInvalid",
+    "AdapterUnloadable",
+    "ArchiveBomb",
+    "ArchiveDuplicate",
+    "ArchiveError",
+    "ArchiveInvalid",
+    "ArchiveLink",
+    "ArchivePathUnsafe",
+    "ArchiveRootInvalid",
+    "ArchiveSpecialFile",
+    "ArchiveTrailingData",
     "BundleDatasetDigestMismatch",
     "BundleError",
     "BundleGroupPlanMismatch",
@@ -152,6 +177,8 @@ __all__ = [
     "EnvironmentUrlInvalid",
     "EvaluationPairingMismatch",
     "FileAccessError",
+    "HfError",
+    "HfIdentityMismatch",
     "JsonDuplicateKey",
     "JsonError",
     "JsonInvalidUtf8",
@@ -192,6 +219,7 @@ __all__ = [
     "ReplayDrift",
     "ResetDone",
     "ResetNondeterministic",
+    "ResidentIdentityMismatch",
     "SessionBusy",
     "SessionClosed",
     "SessionPoisoned",

@@ -179,3 +179,64 @@ class PublishFailed(PublishError):
 class SymlinkRefused(PublishError):
     code = "symlink_refused"
     default_hint = "publish to a real directory; symbolic links are never followed"
+
+
+# --- archives (kiln_verify.core.safe_tar) -----------------------------------------------
+
+
+class ArchiveError(KilnError, abstract=True):
+    """A ``.tar.gz`` archive is malformed or hostile; nothing was extracted (docs/byte-rules.md)."""
+
+
+class ArchiveInvalid(ArchiveError):
+    code = "archive_invalid"
+    default_hint = (
+        "the file is not a well-formed gzip-compressed POSIX USTAR archive; download or "
+        "export it again"
+    )
+
+
+class ArchivePathUnsafe(ArchiveError):
+    code = "archive_path_unsafe"
+    default_hint = (
+        "member names must be relative UTF-8 paths without '..', '.', empty parts, "
+        "backslashes or control characters, within the name length limit"
+    )
+
+
+class ArchiveLink(ArchiveError):
+    code = "archive_link"
+    default_hint = "symbolic and hard links are never extracted; store the real file instead"
+
+
+class ArchiveSpecialFile(ArchiveError):
+    code = "archive_special_file"
+    default_hint = "only regular files and directories may appear in an archive"
+
+
+class ArchiveDuplicate(ArchiveError):
+    code = "archive_duplicate"
+    default_hint = (
+        "every member name may appear once, also after case folding, and a name cannot be "
+        "both a file and a directory"
+    )
+
+
+class ArchiveRootInvalid(ArchiveError):
+    code = "archive_root_invalid"
+    default_hint = "the archive must hold exactly one top-level directory, named as expected"
+
+
+class ArchiveBomb(ArchiveError):
+    code = "archive_bomb"
+    default_hint = (
+        "the archive exceeds an extraction budget (entries or bytes); see docs/byte-rules.md"
+    )
+
+
+class ArchiveTrailingData(ArchiveError):
+    code = "archive_trailing_data"
+    default_hint = (
+        "the file must be exactly one gzip member holding one tar archive; remove appended "
+        "members or bytes"
+    )
