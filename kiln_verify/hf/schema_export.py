@@ -1,0 +1,94 @@
+"""Generate ``contracts/kiln-hf-trl-v1.schema.json`` from the HF/TRL record models.
+
+``python -m kiln_verify.hf.schema_export`` rewrites the file; ``--check`` exits 1 when the
+checked-in bytes differ (a test does the same). Same conventions as the OpenEnv schema
+(:mod:`kiln_verify.openenv.records.schema_export`, whose model walk and null-dropping this
+reuses): draft 2020-12, one ``$defs`` entry per record type, closed objects, optional
+fields that Kiln omits appear optional and non-nullable, bytes from
+:func:`kiln_verify.core.jsonio.dumps_pretty`. The root is a ``oneOf`` over the four
+documents plus the GRPO row.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic.json_schema import models_json_schema
+
+from kiln_verify.core.jsonio import dumps_pretty
+from kiln_verify.hf.manifest import (
+    ExportManifest,
+    GrpoGroup,
+    ImportReceipt,
+    SftIngestionReceipt,
+    TrainingResult,
+)
+from kiln_verify.openenv.records.common import Record
+from kiln_verify.openenv.records.schema_export import _all_models, _drop_null
+
+__all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "main", "schema_bytes"]
+
+SCHEMA_ID: Final = "https://kiln-verify.invalid/contracts/kiln-hf-trl-v1.schema.json"
+SCHEMA_PATH: Final = (
+    Path(__file__).resolve().parents[2] / "contracts" / "kiln-hf-trl-v1.schema.json"
+)
+ROOT_MODELS: Final[tuple[type[Record], ...]] = (
+    ExportManifest,
+    TrainingResult,
+    ImportReceipt,
+    SftIngestionReceipt,
+    GrpoGroup,
+)
+
+
+def build_schema() -> dict[str, Any]:
+    """The schema document as Python values."""
+    _, generated = models_json_schema(
+        [(model, "validation") for model in ROOT_MODELS],
+        ref_template="#/$defs/{model}",
+    )
+    defs: dict[str, Any] = generated["$defs"]
+    for name, model in _all_models(ROOT_MODELS).items():
+        definition = defs.get(name)
+        if definition is None or not issubclass(model, Record):
+            continue
+        definition["additionalProperties"] = False
+        props: dict[str, Any] = definition.get("properties", {})
+        for key in model._omit_when_none:
+            if key in props:
+                props[key] = _drop_null(props[key])
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "kiln-verify HF/TRL hand-off records",
+        "oneOf": [{"$ref": f"#/$defs/{model.__name__}"} for model in ROOT_MODELS],
+        "$defs": {name: defs[name] for name in sorted(defs)},
+    }
+
+
+def schema_bytes() -> bytes:
+    """The exact bytes of the checked-in schema file."""
+    return dumps_pretty(build_schema())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    data = schema_bytes()
+    if args == ["--check"]:
+        current = SCHEMA_PATH.read_bytes() if SCHEMA_PATH.exists() else b""
+        if current != data:
+            print(f"{SCHEMA_PATH} is stale; run python -m {__spec__.name}", file=sys.stderr)
+            return 1
+        return 0
+    if args:
+        print(f"usage: python -m {__spec__.name} [--check]", file=sys.stderr)
+        return 2
+    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
+    SCHEMA_PATH.write_bytes(data)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
