@@ -1,0 +1,1864 @@
+#!/usr/bin/env python3
+"""kiln-verify HF/TRL reference runner (embedded byte for byte in every export as ``train.py``).
+
+Usage::
+
+    python train.py BUNDLE_DIR --base-model /path/to/hf-model [--verify-only] [options]
+
+The whole preflight (bundle file set, manifest self-digest, every artifact identity, the
+base-model shards, the environment lock, the result state) runs with the standard library
+only; torch, transformers, peft, trl and datasets are imported only after it has passed.
+Exit codes: 0 success, 2 contract violation (the message names the rule and the fix),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import re
+import shutil
+import stat
+import struct
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+EXPORT_MANIFEST = "kiln_hf_export.json"
+RESULT_MANIFEST = "kiln_hf_result.json"
+INCOMPLETE_SENTINEL = ".kiln_hf_result.incomplete"
+INCOMPLETE_SENTINEL_TEXT = b"kiln.hf-trl-result.incomplete.v1\n"
+EXECUTED_SCRIPT = "executed_train.py"
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_MODEL = "adapter_model.safetensors"
+RESULT_OUTPUTS = (EXECUTED_SCRIPT, ADAPTER_CONFIG, ADAPTER_MODEL)
+
+EXPORT_TYPE = "kiln.hf-trl-export.v1"
+RESULT_TYPE = "kiln.hf-trl-result.v1"
+SHARDS_TYPE = "kiln.base-weight-shards.v1"
+AGGREGATE_ALGORITHM = "kiln.base-model-content.v1"
+PROVENANCE_TYPE = "kiln.execution-provenance.v1"
+ROLLOUT_SCHEMA = "kiln.rollout-provenance.v1"
+INGESTION_SCHEMA = "kiln.sft-ingestion.v1"
+
+#: The environment lock; ``requirements.lock`` must parse to exactly this mapping.
+PINNED_PACKAGES: dict[str, str] = {
+    "accelerate": "1.15.0",
+    "datasets": "5.2.0",
+    "jinja2": "3.1.6",
+    "peft": "0.21.2",
+    "safetensors": "0.8.0",
+    "tokenizers": "0.23.3",
+    "torch": "2.13.0",
+    "transformers": "5.24.0",
+    "trl": "1.16.0",
+}
+#: The one admitted deviation (``--platform-torch``); the lock must declare the same range.
+PLATFORM_TORCH_DIRECTIVE = "# kiln-platform-torch:"
+PLATFORM_TORCH_RANGE = ">=2.6,<2.14"
+PLATFORM_TORCH_BOUNDS = ((2, 6), (2, 14))
+
+LORA_TARGETS = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "in_proj_qkv",
+    "in_proj_z",
+    "out_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+MAX_RECEIPT_BYTES = 512 * 1024 * 1024
+MAX_TOKENIZER_BYTES = 512 * 1024 * 1024
+MAX_PATH_BYTES = 512
+MAX_TEXT_BYTES = 512
+MAX_SHARDS = 4096
+MAX_GRPO_DATASET_BYTES = 64 * 1024**3
+MAX_GRPO_ROW_BYTES = 256 * 1024 * 1024
+MAX_GRPO_GROUPS = 10_000_000
+MIN_COMPLETIONS, MAX_COMPLETIONS = 2, 1024
+MAX_CONFIG_ENTRIES = 256
+MAX_CONFIG_BYTES = 65_536
+HASH_CHUNK = 4 * 1024 * 1024
+
+SHA256_RE = re.compile(r"sha256:[0-9a-f]{64}")
+SHARD_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,255}")
+RELEASE_RE = re.compile(r"[0-9]+(\.[0-9]+)*")
+
+Json = Any
+
+
+class ContractError(Exception):
+    """A violated contract rule; ``str()`` names the rule and the fix."""
+
+    def __init__(self, rule: str, detail: str, fix: str) -> None:
+        super().__init__(f"[{rule}] {detail}; fix: {fix}")
+        self.rule = rule
+
+
+def fail(
+    rule: str, detail: str, fix: str = "use a fresh, unmodified copy of the export"
+) -> NoReturn:
+    raise ContractError(rule, detail, fix)
+
+
+# ----------------------------------------------------------------------------------------
+# canonical JSON and digests
+
+
+def canonical_json(value: Json) -> bytes:
+    """Sorted-key compact UTF-8 JSON (no NaN), the byte form every self-digest hashes."""
+    text = json.dumps(
+        value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+    )
+    return text.encode("utf-8")
+
+
+def sha256_text(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def canonical_digest(document: dict[str, Json], own_field: str) -> str:
+    """Self-digest of a manifest: canonical JSON of every field but ``own_field``."""
+    return sha256_text(canonical_json({k: v for k, v in document.items() if k != own_field}))
+
+
+def base_model_aggregate(shards: list[tuple[str, int]]) -> str:
+    """``kiln.base-model-content.v1`` over (sha256 text, size) pairs, independent of order."""
+    records = sorted(
+        (bytes.fromhex(digest.removeprefix("sha256:")), size) for digest, size in shards
+    )
+    h = hashlib.sha256(AGGREGATE_ALGORITHM.encode("ascii") + b"\0")
+    h.update(struct.pack("<Q", len(records)))
+    for raw, size in records:
+        h.update(struct.pack("<Q", size))
+        h.update(raw)
+    return "sha256:" + h.hexdigest()
+
+
+def grpo_corpus_digest(rows: list[bytes]) -> str:
+    """``kiln.hf-trl-grpo-corpus.v1`` over canonical rows (without their LF)."""
+    h = _grpo_corpus_hasher()
+    for index, row in enumerate(rows):
+        _grpo_corpus_update(h, index, row)
+    return _grpo_corpus_finish(h, len(rows))
+
+
+def _grpo_corpus_hasher() -> Any:
+    return hashlib.sha256(b"kiln.hf-trl-grpo-corpus.v1\0")
+
+
+def _grpo_corpus_update(h: Any, index: int, row: bytes) -> None:
+    h.update(struct.pack("<QQ", index, len(row)))
+    h.update(row)
+
+
+def _grpo_corpus_finish(h: Any, count: int) -> str:
+    h.update(struct.pack("<Q", count))
+    return "sha256:" + str(h.hexdigest())
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"non-finite JSON number {name}")
+
+
+def _unique_object(pairs: list[tuple[str, Json]]) -> dict[str, Json]:
+    out: dict[str, Json] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate JSON key {key!r}")
+        out[key] = value
+    return out
+
+
+def strict_json(data: bytes, what: str) -> Json:
+    """Strict UTF-8 JSON: duplicate keys, NaN/Infinity and trailing data are rejected."""
+    try:
+        return json.loads(
+            data.decode("utf-8"), object_pairs_hook=_unique_object, parse_constant=_reject_constant
+        )
+    except (UnicodeDecodeError, ValueError) as exc:
+        fail("strict-json", f"{what} is not strict JSON ({exc})")
+
+
+# ----------------------------------------------------------------------------------------
+# bundle file access (no symlinks anywhere)
+
+
+def check_relative_path(path: Json, what: str) -> str:
+    if not isinstance(path, str) or not path:
+        fail("artifact-path", f"{what}: relative_path must be a non-empty string")
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES or "\\" in path or path.startswith("/"):
+        fail("artifact-path", f"{what}: path {path!r} is absolute, too long or has a backslash")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        fail("artifact-path", f"{what}: path {path!r} has control characters")
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        fail("artifact-path", f"{what}: path {path!r} has an empty, '.' or '..' component")
+    return path
+
+
+def open_in_bundle(root: str, relative: str) -> int:
+    """Open ``root/relative`` read-only, refusing a symlink or non-directory at every level."""
+    parts = relative.split("/")
+    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        current = os.open(root, flags_dir)
+    except OSError as exc:
+        fail("bundle-root", f"cannot open bundle directory {root!r} ({exc})")
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, flags_dir, dir_fd=current)
+            except OSError:
+                fail("artifact-missing", f"{relative}: parent {part!r} is not a real directory")
+            os.close(current)
+            current = nxt
+        try:
+            st = os.stat(parts[-1], dir_fd=current, follow_symlinks=False)
+        except FileNotFoundError:
+            fail("artifact-missing", f"{relative} is missing")
+        if not stat.S_ISREG(st.st_mode):
+            fail("artifact-not-regular", f"{relative} is not a regular file (symlink or special)")
+        fd = os.open(
+            parts[-1], os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=current
+        )
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            fail("artifact-not-regular", f"{relative} changed into a non-regular file")
+        return fd
+    finally:
+        os.close(current)
+
+
+def hash_fd(fd: int, limit: int | None = None) -> tuple[int, str]:
+    """(size, sha256 text) of everything readable from ``fd``; closes it."""
+    h = hashlib.sha256()
+    size = 0
+    buf = bytearray(HASH_CHUNK)
+    view = memoryview(buf)
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(view)
+            if not n:
+                break
+            size += n
+            if limit is not None and size > limit:
+                fail("artifact-size", f"file exceeds {limit} bytes")
+            h.update(view[:n])
+    return size, "sha256:" + h.hexdigest()
+
+
+def read_bundle_file(root: str, relative: str, limit: int) -> bytes:
+    fd = open_in_bundle(root, relative)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        fail("artifact-size", f"{relative} exceeds {limit} bytes")
+    return data
+
+
+def list_files(root: str) -> set[str]:
+    """Every regular file under ``root`` (relative, '/'-separated); anything else fails."""
+    found: set[str] = set()
+
+    def walk(directory: str, prefix: str) -> None:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_symlink():
+                    fail("bundle-file-set", f"{rel} is a symbolic link")
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, rel + "/")
+                elif entry.is_file(follow_symlinks=False):
+                    found.add(rel)
+                else:
+                    fail("bundle-file-set", f"{rel} is not a regular file or directory")
+
+    walk(root, "")
+    return found
+
+
+# ----------------------------------------------------------------------------------------
+# small shape validators
+
+
+def obj(
+    value: Json, what: str, required: set[str], optional: frozenset[str] = frozenset()
+) -> dict[str, Json]:
+    if not isinstance(value, dict):
+        fail("manifest-shape", f"{what} must be a JSON object")
+    keys = set(value)
+    missing = required - keys
+    unknown = keys - required - optional
+    if missing or unknown:
+        fail(
+            "manifest-shape",
+            f"{what}: missing fields {sorted(missing)}, unknown fields {sorted(unknown)}",
+        )
+    return value
+
+
+def sha(value: Json, what: str) -> str:
+    if not isinstance(value, str) or not SHA256_RE.fullmatch(value):
+        fail("manifest-shape", f"{what} must be sha256:<64 lowercase hex>")
+    return value
+
+
+def text(value: Json, what: str, limit: int = MAX_TEXT_BYTES) -> str:
+    if (
+        not isinstance(value, str)
+        or not value
+        or value != value.strip()
+        or len(value.encode("utf-8")) > limit
+        or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value)
+    ):
+        fail("manifest-shape", f"{what} must be trimmed non-empty text of at most {limit} bytes")
+    return value
+
+
+def uint(value: Json, what: str, minimum: int = 0, maximum: int = 2**64 - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        fail("manifest-shape", f"{what} must be an integer in [{minimum}, {maximum}]")
+    return value
+
+
+def const(value: Json, expected: Json, what: str) -> None:
+    if type(value) is not type(expected) or value != expected:
+        fail("manifest-version", f"{what} must be {expected!r}, found {value!r}")
+
+
+@dataclass(frozen=True)
+class Identity:
+    relative_path: str
+    size_bytes: int
+    sha256: str
+
+
+def identity(value: Json, what: str, path: str) -> Identity:
+    o = obj(value, what, {"relative_path", "size_bytes", "sha256"})
+    rel = check_relative_path(o["relative_path"], what)
+    if rel != path:
+        fail("artifact-path", f"{what} must be at {path!r}, found {rel!r}")
+    return Identity(rel, uint(o["size_bytes"], f"{what}.size_bytes", 1), sha(o["sha256"], what))
+
+
+def verify_identity(root: str, ident: Identity, limit: int | None = None) -> None:
+    if limit is not None and ident.size_bytes > limit:
+        fail("artifact-size", f"{ident.relative_path} declares more than {limit} bytes")
+    size, digest = hash_fd(open_in_bundle(root, ident.relative_path), limit)
+    if size != ident.size_bytes or digest != ident.sha256:
+        fail(
+            "artifact-identity",
+            f"{ident.relative_path}: bytes differ from the manifest identity "
+            f"(size {size} vs {ident.size_bytes})",
+        )
+
+
+# ----------------------------------------------------------------------------------------
+# the export bundle
+
+
+@dataclass
+class Bundle:
+    root: str
+    manifest: dict[str, Json]
+    task: str
+    export_sha256: str
+    rows: int
+    declared: set[str]
+    shards: list[tuple[str, int, str]]
+    tokenizer: Identity
+    reference_script: Identity
+    has_input_adapter: bool
+    grpo_width: int = 0
+    extras: dict[str, Json] = field(default_factory=dict)
+
+
+def parse_lock(data: bytes) -> tuple[dict[str, str], str | None]:
+    """(name -> version, platform-torch range or None) of a ``requirements.lock``."""
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        fail("environment-lock", "requirements.lock is not UTF-8")
+    pins: dict[str, str] = {}
+    platform: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith(PLATFORM_TORCH_DIRECTIVE):
+            if platform is not None:
+                fail("environment-lock", "requirements.lock declares kiln-platform-torch twice")
+            platform = stripped[len(PLATFORM_TORCH_DIRECTIVE) :].strip()
+            continue
+        if not stripped or stripped.startswith("#"):
+            continue
+        if any(c in stripped for c in ";[]@ \t") or stripped.count("==") != 1:
+            fail("environment-lock", f"requirements.lock line {line!r} is not name==version")
+        name, version = stripped.split("==")
+        name = name.lower().replace("_", "-")
+        if not name or not version or name in pins:
+            fail("environment-lock", f"requirements.lock line {line!r} is empty or duplicate")
+        pins[name] = version
+    return pins, platform
+
+
+def load_bundle(root: str) -> Bundle:
+    """Verify a pristine (or recoverable) export bundle per the §3.2 checks 1-14, 16."""
+    try:
+        st = os.lstat(root)
+    except OSError as exc:
+        fail("bundle-root", f"bundle {root!r} cannot be read ({exc})", "pass the .kiln-hf dir")
+    if not stat.S_ISDIR(st.st_mode):
+        fail(
+            "bundle-root",
+            f"bundle {root!r} is not a real directory (symlink or file)",
+            "pass the extracted .kiln-hf directory itself",
+        )
+    manifest = strict_json(
+        read_bundle_file(root, EXPORT_MANIFEST, MAX_MANIFEST_BYTES), EXPORT_MANIFEST
+    )
+    m = obj(
+        manifest,
+        EXPORT_MANIFEST,
+        {
+            "schema_version",
+            "manifest_type",
+            "task",
+            "source_execution_provenance",
+            "model",
+            "data",
+            "reference_script",
+            "environment_lock",
+            "export_sha256",
+        },
+        frozenset({"input_adapter"}),
+    )
+    const(m["schema_version"], 1, "schema_version")
+    const(m["manifest_type"], EXPORT_TYPE, "manifest_type")
+    task = m["task"]
+    if task not in ("sft", "grpo"):
+        fail("manifest-shape", f"task must be 'sft' or 'grpo', found {task!r}")
+    export_sha256 = sha(m["export_sha256"], "export_sha256")
+    if canonical_digest(m, "export_sha256") != export_sha256:
+        fail("manifest-digest", "export_sha256 does not match the manifest's canonical digest")
+
+    declared = {EXPORT_MANIFEST}
+    to_verify: list[Identity] = []
+
+    # model
+    model = obj(
+        m["model"],
+        "model",
+        {
+            "served_model_id",
+            "base_weight_shard_manifest",
+            "tokenizer_vocab_sha256",
+            "model_config",
+            "tokenizer",
+            "chat_template",
+            "native_training_chat_template",
+            "trl_training_chat_template",
+        },
+    )
+    text(model["served_model_id"], "model.served_model_id")
+    vocab = sha(model["tokenizer_vocab_sha256"], "model.tokenizer_vocab_sha256")
+    shards = check_shard_manifest(model["base_weight_shard_manifest"])
+    files = {
+        "model_config": "kiln_model_config.json",
+        "tokenizer": "tokenizer.json",
+        "chat_template": "chat_template.jinja",
+        "native_training_chat_template": "kiln_training_chat_template.jinja",
+        "trl_training_chat_template": "training_chat_template.jinja",
+    }
+    model_ids = {key: identity(model[key], f"model.{key}", path) for key, path in files.items()}
+    to_verify.extend(model_ids.values())
+
+    # provenance cross-check (shape of the record beyond these fields is kiln-verify's job)
+    prov = m["source_execution_provenance"]
+    if not isinstance(prov, dict):
+        fail("manifest-shape", "source_execution_provenance must be a JSON object")
+    const(prov.get("schema_version"), 1, "source_execution_provenance.schema_version")
+    const(prov.get("provenance_type"), PROVENANCE_TYPE, "source_execution_provenance type")
+    sha(prov.get("provenance_sha256"), "source_execution_provenance.provenance_sha256")
+    pmodel = obj(
+        prov.get("model"),
+        "source_execution_provenance.model",
+        {"model_config_sha256", "tokenizer_vocab_sha256", "tokenizer_config_sha256"},
+        frozenset({"chat_template_sha256", "training_chat_template_sha256"}),
+    )
+    expected = {
+        "model_config_sha256": model_ids["model_config"].sha256,
+        "tokenizer_config_sha256": model_ids["tokenizer"].sha256,
+        "tokenizer_vocab_sha256": vocab,
+        "chat_template_sha256": model_ids["chat_template"].sha256,
+        "training_chat_template_sha256": model_ids["native_training_chat_template"].sha256,
+    }
+    for key, want in expected.items():
+        if pmodel.get(key, want) != want:
+            fail(
+                "provenance-cross-check",
+                f"source_execution_provenance.model.{key} differs from the exported file",
+            )
+
+    # input adapter
+    has_adapter = "input_adapter" in m
+    if has_adapter:
+        adapter = obj(
+            m["input_adapter"],
+            "input_adapter",
+            {"name", "config", "model"},
+            frozenset({"kiln_manifest"}),
+        )
+        text(adapter["name"], "input_adapter.name")
+        to_verify.append(
+            identity(adapter["config"], "input_adapter.config", "input_adapter/adapter_config.json")
+        )
+        to_verify.append(
+            identity(
+                adapter["model"], "input_adapter.model", "input_adapter/adapter_model.safetensors"
+            )
+        )
+        if "kiln_manifest" in adapter:
+            to_verify.append(
+                identity(
+                    adapter["kiln_manifest"],
+                    "input_adapter.kiln_manifest",
+                    "input_adapter/adapter_manifest.json",
+                )
+            )
+
+    # data
+    data = m["data"]
+    common = {"source_name", "format", "row_count", "ordered_corpus_sha256", "dataset"}
+    if task == "sft":
+        d = obj(data, "data", common | {"sft_selection"}, frozenset({"split_manifest"}))
+        const(d["format"], "sft_messages_jsonl", "data.format")
+    else:
+        d = obj(data, "data", common | {"rollout_provenance_schema"}, frozenset({"split_manifest"}))
+        const(d["format"], "grpo_groups_jsonl", "data.format")
+        const(d["rollout_provenance_schema"], ROLLOUT_SCHEMA, "data.rollout_provenance_schema")
+    text(d["source_name"], "data.source_name")
+    rows = uint(
+        d["row_count"], "data.row_count", 1, MAX_GRPO_GROUPS if task == "grpo" else 2**64 - 1
+    )
+    corpus = sha(d["ordered_corpus_sha256"], "data.ordered_corpus_sha256")
+    dataset = identity(d["dataset"], "data.dataset", "train.jsonl")
+    to_verify.append(dataset)
+    if "split_manifest" in d:
+        to_verify.append(
+            identity(d["split_manifest"], "data.split_manifest", "split_manifest.json")
+        )
+    receipt: Identity | None = None
+    if task == "sft":
+        sel = obj(
+            d["sft_selection"],
+            "data.sft_selection",
+            {
+                "invalid_row_policy",
+                "label_policy",
+                "rows_read",
+                "rows_kept",
+                "rows_rejected",
+                "kept_corpus_sha256",
+                "ingestion_receipt",
+            },
+        )
+        if sel["invalid_row_policy"] not in ("fail", "skip"):
+            fail("manifest-shape", "sft_selection.invalid_row_policy must be 'fail' or 'skip'")
+        const(sel["label_policy"], "assistant_only_generation_spans", "label_policy")
+        read = uint(sel["rows_read"], "rows_read")
+        kept = uint(sel["rows_kept"], "rows_kept", 1)
+        rejected = uint(sel["rows_rejected"], "rows_rejected")
+        if kept != rows or read != kept + rejected:
+            fail("manifest-shape", "row_count, rows_kept, rows_read and rows_rejected disagree")
+        if sha(sel["kept_corpus_sha256"], "kept_corpus_sha256") != corpus:
+            fail("manifest-shape", "ordered_corpus_sha256 differs from kept_corpus_sha256")
+        receipt = identity(
+            sel["ingestion_receipt"], "sft_selection.ingestion_receipt", "sft_ingestion.json"
+        )
+        to_verify.append(receipt)
+    else:
+        if dataset.size_bytes > MAX_GRPO_DATASET_BYTES:
+            fail("grpo-corpus", "train.jsonl exceeds 64 GiB")
+
+    reference_script = identity(m["reference_script"], "reference_script", "train.py")
+    lock = identity(m["environment_lock"], "environment_lock", "requirements.lock")
+    to_verify.extend([reference_script, lock])
+
+    for ident in to_verify:
+        declared.add(ident.relative_path)
+    if len(declared) != len(to_verify) + 1:
+        fail("manifest-shape", "two artifact identities share one path")
+
+    for ident in to_verify:
+        verify_identity(root, ident)
+
+    bundle = Bundle(
+        root,
+        m,
+        task,
+        export_sha256,
+        rows,
+        declared,
+        shards,
+        model_ids["tokenizer"],
+        reference_script,
+        has_adapter,
+    )
+    if task == "sft":
+        assert receipt is not None
+        check_ingestion_receipt(root, d, receipt)
+        check_sft_rows(root, rows)
+        template = read_bundle_file(root, "training_chat_template.jinja", 16 * 1024 * 1024)
+        if not (
+            re.search(rb"\{%-?\s*generation\s*-?%\}", template)
+            and re.search(rb"\{%-?\s*endgeneration\s*-?%\}", template)
+        ):
+            fail(
+                "training-template",
+                "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} "
+                "blocks, so assistant-only labels cannot be derived",
+            )
+    else:
+        bundle.grpo_width = scan_grpo_corpus(root, rows, corpus)
+
+    pins, platform = parse_lock(read_bundle_file(root, "requirements.lock", 1024 * 1024))
+    if pins != PINNED_PACKAGES or platform != PLATFORM_TORCH_RANGE:
+        fail(
+            "environment-lock",
+            "requirements.lock does not declare exactly this runner's pins and platform range",
+        )
+    return bundle
+
+
+def check_shard_manifest(value: Json) -> list[tuple[str, int, str]]:
+    s = obj(
+        value,
+        "base_weight_shard_manifest",
+        {
+            "schema_version",
+            "manifest_type",
+            "aggregate_algorithm",
+            "aggregate_sha256",
+            "total_size_bytes",
+            "shards",
+        },
+    )
+    const(s["schema_version"], 1, "base_weight_shard_manifest.schema_version")
+    const(s["manifest_type"], SHARDS_TYPE, "base_weight_shard_manifest.manifest_type")
+    const(s["aggregate_algorithm"], AGGREGATE_ALGORITHM, "aggregate_algorithm")
+    raw = s["shards"]
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_SHARDS:
+        fail("base-shards", f"shards must be a list of 1..{MAX_SHARDS} entries")
+    shards: list[tuple[str, int, str]] = []
+    previous = ""
+    for index, entry in enumerate(raw):
+        e = obj(entry, f"shards[{index}]", {"filename", "size_bytes", "sha256"})
+        name = e["filename"]
+        if (
+            not isinstance(name, str)
+            or not SHARD_NAME_RE.fullmatch(name)
+            or not name.endswith(".safetensors")
+            or name in (".", "..")
+        ):
+            fail("base-shards", f"shard filename {name!r} is not a plain *.safetensors basename")
+        if name <= previous:
+            fail("base-shards", "shard filenames must be strictly increasing")
+        previous = name
+        shards.append(
+            (
+                name,
+                uint(e["size_bytes"], f"shards[{index}].size_bytes", 1),
+                sha(e["sha256"], f"shards[{index}].sha256"),
+            )
+        )
+    total = uint(s["total_size_bytes"], "total_size_bytes", 1)
+    if total != sum(size for _, size, _ in shards):
+        fail("base-shards", "total_size_bytes is not the sum of the shard sizes")
+    if base_model_aggregate([(d, size) for _, size, d in shards]) != sha(
+        s["aggregate_sha256"], "aggregate_sha256"
+    ):
+        fail("base-shards", "aggregate_sha256 does not match the shards (base-model-content.v1)")
+    return shards
+
+
+def check_ingestion_receipt(root: str, data: dict[str, Json], receipt: Identity) -> None:
+    doc = strict_json(
+        read_bundle_file(root, receipt.relative_path, MAX_RECEIPT_BYTES), receipt.relative_path
+    )
+    r = obj(
+        doc,
+        "sft_ingestion.json",
+        {
+            "schema",
+            "source",
+            "invalid_row_policy",
+            "rows_read",
+            "rows_kept",
+            "rows_rejected",
+            "kept_row_hashes",
+            "rejected_rows",
+            "kept_corpus_sha256",
+        },
+        frozenset({"source_locator"}),
+    )
+    const(r["schema"], INGESTION_SCHEMA, "sft_ingestion.json schema")
+    sel = data["sft_selection"]
+    for key in (
+        "invalid_row_policy",
+        "rows_read",
+        "rows_kept",
+        "rows_rejected",
+        "kept_corpus_sha256",
+    ):
+        if r[key] != sel[key]:
+            fail("ingestion-receipt", f"sft_ingestion.json {key} differs from sft_selection")
+    if r["source"] != data["source_name"]:
+        fail("ingestion-receipt", "sft_ingestion.json source differs from data.source_name")
+    kept, rejected = r["kept_row_hashes"], r["rejected_rows"]
+    if (
+        not isinstance(kept, list)
+        or len(kept) != r["rows_kept"]
+        or not isinstance(rejected, list)
+        or len(rejected) != r["rows_rejected"]
+    ):
+        fail("ingestion-receipt", "sft_ingestion.json row lists disagree with their counts")
+    h = hashlib.sha256(b"kiln.sft-kept-corpus.v1\0")
+    for index, row_hash in enumerate(kept):
+        encoded = sha(row_hash, f"kept_row_hashes[{index}]").encode("ascii")
+        h.update(struct.pack(">Q", len(encoded)))
+        h.update(encoded)
+    if "sha256:" + h.hexdigest() != r["kept_corpus_sha256"]:
+        fail("ingestion-receipt", "kept_corpus_sha256 does not match kept_row_hashes")
+
+
+def check_sft_rows(root: str, rows: int) -> None:
+    fd = open_in_bundle(root, "train.jsonl")
+    count = 0
+    with os.fdopen(fd, "rb") as f:
+        for number, line in enumerate(f, 1):
+            row = strict_json(line, f"train.jsonl line {number}") if line.strip() else None
+            if (
+                not isinstance(row, dict)
+                or set(row) != {"messages"}
+                or not isinstance(row["messages"], list)
+                or not row["messages"]
+            ):
+                fail("sft-dataset", f'train.jsonl line {number} is not {{"messages": [...]}}')
+            count += 1
+    if count != rows:
+        fail("sft-dataset", f"train.jsonl has {count} rows, the manifest declares {rows}")
+
+
+def _compact(value: Json) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
+        "utf-8"
+    )
+
+
+def iter_grpo_rows(root: str, relative: str = "train.jsonl") -> Iterator[tuple[bytes, Json]]:
+    fd = open_in_bundle(root, relative)
+    with os.fdopen(fd, "rb") as f:
+        number = 0
+        while True:
+            line = f.readline(MAX_GRPO_ROW_BYTES + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > MAX_GRPO_ROW_BYTES or not line.endswith(b"\n"):
+                fail("grpo-corpus", f"train.jsonl row {number} is oversized or lacks its LF")
+            row = line[:-1]
+            group = strict_json(row, f"train.jsonl row {number}")
+            if _compact(group) != row:
+                fail("grpo-corpus", f"train.jsonl row {number} is not canonical compact JSON")
+            yield row, group
+
+
+def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
+    """Stream the GRPO corpus: framing, digest, row count, one uniform width; returns it."""
+    h = _grpo_corpus_hasher()
+    width = 0
+    policy: Json = None
+    count = 0
+    for row, group in iter_grpo_rows(root):
+        if count >= MAX_GRPO_GROUPS:
+            fail("grpo-corpus", "train.jsonl has more than 10,000,000 groups")
+        g = obj(group, f"group {count}", {"messages", "completions"})
+        comps = g["completions"]
+        if not isinstance(g["messages"], list) or not g["messages"]:
+            fail("grpo-corpus", f"group {count} has no messages")
+        if not isinstance(comps, list) or not MIN_COMPLETIONS <= len(comps) <= MAX_COMPLETIONS:
+            fail("grpo-corpus", f"group {count} must have 2..1024 completions")
+        if width and len(comps) != width:
+            fail("grpo-corpus", "groups have different completion counts (one width required)")
+        width = len(comps)
+        for c_index, completion in enumerate(comps):
+            c = obj(
+                completion,
+                f"group {count} completion {c_index}",
+                {"text", "reward", "provenance"},
+                frozenset({"trajectory"}),
+            )
+            reward = c["reward"]
+            if (
+                isinstance(reward, bool)
+                or not isinstance(reward, int | float)
+                or not math.isfinite(float(reward))
+            ):
+                fail("grpo-corpus", f"group {count} completion {c_index} has no finite reward")
+            prov = c["provenance"]
+            if not isinstance(prov, dict) or prov.get("schema") != ROLLOUT_SCHEMA:
+                fail("grpo-corpus", f"group {count} completion {c_index} lacks rollout provenance")
+            if policy is None:
+                policy = prov.get("behavior_policy")
+            elif prov.get("behavior_policy") != policy:
+                fail("grpo-corpus", "completions carry different behaviour policies")
+        _grpo_corpus_update(h, count, row)
+        count += 1
+    if count != rows:
+        fail("grpo-corpus", f"train.jsonl has {count} groups, the manifest declares {rows}")
+    if _grpo_corpus_finish(h, count) != corpus:
+        fail("grpo-corpus", "ordered_corpus_sha256 does not match train.jsonl")
+    return width
+
+
+# ----------------------------------------------------------------------------------------
+# base model, script, environment, result state
+
+
+def _normalize_tokenizer(doc: Json) -> Json:
+    model = doc.get("model") if isinstance(doc, dict) else None
+    if isinstance(model, dict) and isinstance(model.get("merges"), list):
+        merges = []
+        for merge in model["merges"]:
+            if isinstance(merge, str) and merge.count(" ") == 1:
+                merges.append(merge.split(" "))
+            elif (
+                isinstance(merge, list)
+                and len(merge) == 2
+                and all(isinstance(p, str) for p in merge)
+            ):
+                merges.append(list(merge))
+            else:
+                fail("base-model-tokenizer", f"tokenizer merge {merge!r} is not two strings")
+        doc = dict(doc)
+        doc["model"] = dict(model, merges=merges)
+    return doc
+
+
+def verify_base_model(bundle: Bundle, base: str) -> None:
+    """Hash every base-weight shard and compare the tokenizer semantically (§3.2 step 15)."""
+    fix = "pass --base-model the exact HF model directory the export was made from"
+    real = os.path.realpath(base)
+    if not os.path.isdir(real):
+        fail("base-model", f"--base-model {base!r} is not a directory", fix)
+    for name, size, digest in bundle.shards:
+        path = os.path.join(real, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            fail("base-model", f"base shard {name} is missing", fix)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            fail("base-model", f"base shard {name} is not a regular file", fix)
+        got_size, got = hash_fd(fd)
+        if got_size != size or got != digest:
+            fail("base-model", f"base shard {name} differs from the exported shard identity", fix)
+    tok_path = os.path.join(real, "tokenizer.json")
+    if not os.path.isfile(tok_path):
+        fail("base-model", "the base model directory has no tokenizer.json", fix)
+    with open(tok_path, "rb") as f:
+        raw = f.read(MAX_TOKENIZER_BYTES + 1)
+    if not raw or len(raw) > MAX_TOKENIZER_BYTES:
+        fail("base-model", "the base model tokenizer.json is empty or too large", fix)
+    ours = strict_json(raw, "base model tokenizer.json")
+    exported = strict_json(
+        read_bundle_file(bundle.root, "tokenizer.json", MAX_TOKENIZER_BYTES), "tokenizer.json"
+    )
+    if not isinstance(ours, dict) or not isinstance(exported, dict):
+        fail("base-model-tokenizer", "tokenizer.json must be a JSON object", fix)
+    if _normalize_tokenizer(ours) != _normalize_tokenizer(exported):
+        fail("base-model-tokenizer", "the base model tokenizer differs from the exported one", fix)
+    if not os.path.isfile(os.path.join(real, "config.json")):
+        fail("base-model", "the base model directory has no config.json", fix)
+
+
+def running_script_bytes() -> bytes:
+    with open(os.path.realpath(__file__), "rb") as f:
+        return f.read()
+
+
+def release_tuple(version: str) -> tuple[int, ...] | None:
+    public = version.split("+", 1)[0]
+    if not RELEASE_RE.fullmatch(public):
+        return None
+    return tuple(int(p) for p in public.split("."))
+
+
+def check_packages(platform_torch: bool) -> dict[str, str]:
+    """Installed versions of the pinned packages (metadata only, nothing is imported)."""
+    fix = "python -m pip install -r requirements.lock (in the bundle) into this environment"
+    found: dict[str, str] = {}
+    for name, pin in sorted(PINNED_PACKAGES.items()):
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            fail("environment-lock", f"package {name}=={pin} is not installed", fix)
+        found[name] = version
+        if version.split("+", 1)[0] == pin:
+            continue
+        if name == "torch" and platform_torch:
+            release = release_tuple(version)
+            low, high = PLATFORM_TORCH_BOUNDS
+            if release is not None and low <= release < high:
+                continue
+            fail(
+                "environment-lock",
+                f"platform torch {version} is outside the lock's admitted range "
+                f"{PLATFORM_TORCH_RANGE}",
+                "install a torch release inside that range",
+            )
+        hint = " (a host platform torch build needs --platform-torch)" if name == "torch" else ""
+        fail(
+            "environment-lock",
+            f"installed {name} {version} differs from the lock's {pin}{hint}",
+            fix,
+        )
+    return found
+
+
+def check_world_size() -> None:
+    value = os.environ.get("WORLD_SIZE", "1")
+    if value.strip() != "1":
+        fail(
+            "world-size",
+            f"WORLD_SIZE={value!r}; the reference runner is single-process",
+            "run train.py directly with python (no torchrun/accelerate launch), WORLD_SIZE=1",
+        )
+
+
+def result_state(bundle: Bundle, recover: bool) -> list[str]:
+    """Check the files beyond the pristine set; returns the recoverable residue (§3.6)."""
+    present = list_files(bundle.root)
+    missing = bundle.declared - present
+    if missing:
+        fail("bundle-file-set", f"declared files are missing: {sorted(missing)}")
+    extras = present - bundle.declared
+    if RESULT_MANIFEST in extras:
+        fail(
+            "existing-result",
+            "kiln_hf_result.json already exists (this copy was trained)",
+            "extract a fresh copy of the export and train that",
+        )
+    residue = sorted(extras & set(RESULT_OUTPUTS))
+    if INCOMPLETE_SENTINEL in extras:
+        other = extras - set(RESULT_OUTPUTS) - {INCOMPLETE_SENTINEL}
+        if other:
+            fail(
+                "unattributed-outputs",
+                f"unexpected files in the bundle: {sorted(other)}",
+                "remove them or extract a fresh copy of the export",
+            )
+        if not recover:
+            fail(
+                "interrupted-run",
+                "an interrupted run left .kiln_hf_result.incomplete",
+                "rerun training (it removes that residue) or extract a fresh copy",
+            )
+        return [*residue, INCOMPLETE_SENTINEL]
+    if extras:
+        fail(
+            "unattributed-outputs",
+            f"files not in the export: {sorted(extras)}",
+            "remove them or extract a fresh copy of the export",
+        )
+    return []
+
+
+def remove_residue(root: str, names: list[str]) -> None:
+    for name in names:
+        path = os.path.join(root, name)
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            fail("unattributed-outputs", f"{name} is not a regular file")
+        os.unlink(path)
+    fsync_dir(root)
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------------------
+# command line
+
+
+def _decimal(low: float | None, high: float | None, low_open: bool = False) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a decimal") from None
+        if (
+            not math.isfinite(number)
+            or (low is not None and number < low)
+            or (low_open and low is not None and number <= low)
+            or (high is not None and number > high)
+        ):
+            raise argparse.ArgumentTypeError(f"{value!r} is out of range")
+        return value
+
+    return parse
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be > 0")
+    return number
+
+
+def _seed(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if not 0 <= number <= 2**32 - 1:
+        raise argparse.ArgumentTypeError("seed must be in [0, 2**32 - 1]")
+    return number
+
+
+def _targets(value: str) -> list[str]:
+    items = value.split(",")
+    if any(not item or item not in LORA_TARGETS for item in items) or len(set(items)) != len(items):
+        raise argparse.ArgumentTypeError(
+            f"target modules must be distinct names from {','.join(LORA_TARGETS)}"
+        )
+    return items
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="train.py", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    p.add_argument("bundle", help="writable copy of an extracted .kiln-hf export directory")
+    p.add_argument(
+        "--base-model", required=True, help="local HF model directory whose shards match the export"
+    )
+    p.add_argument(
+        "--verify-only",
+        action="store_true",
+        help="run the whole preflight, import nothing, print one JSON status line",
+    )
+    p.add_argument(
+        "--allow-custom-script",
+        action="store_true",
+        help="run although this file differs from the exported train.py",
+    )
+    p.add_argument(
+        "--platform-torch",
+        action="store_true",
+        help="admit the host's platform torch build within the lock's declared range",
+    )
+    p.add_argument("--learning-rate", type=_decimal(0.0, None, True), default="2e-5")
+    p.add_argument("--epochs", type=_decimal(0.0, None, True), default="1.0")
+    p.add_argument("--batch-size", type=_positive, default=1)
+    p.add_argument("--gradient-accumulation-steps", type=_positive, default=1)
+    p.add_argument("--max-length", type=_positive, default=None)
+    p.add_argument("--seed", type=_seed, default=42)
+    p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"), default="auto")
+    p.add_argument("--lr-scheduler", choices=("constant", "linear", "cosine"), default="linear")
+    p.add_argument("--warmup-ratio", type=_decimal(0.0, 1.0), default="0.0")
+    p.add_argument("--weight-decay", type=_decimal(0.0, None), default="0.0")
+    p.add_argument("--max-grad-norm", type=_decimal(0.0, None), default="1.0")
+    p.add_argument("--beta", type=_decimal(0.0, None), default="0.1")
+    p.add_argument("--epsilon", type=_decimal(0.0, 1.0), default="0.2")
+    p.add_argument("--epsilon-high", type=_decimal(0.0, None), default=None)
+    p.add_argument(
+        "--loss-type", choices=("grpo", "dapo", "bnpo", "dr_grpo", "cispo"), default="dapo"
+    )
+    p.add_argument("--importance-sampling-level", choices=("token", "sequence"), default="token")
+    p.add_argument("--scale-rewards", choices=("group", "batch", "none"), default="none")
+    p.add_argument("--lora-rank", type=_positive, default=None)
+    p.add_argument("--lora-alpha", type=_positive, default=None)
+    p.add_argument("--lora-dropout", type=_decimal(0.0, 1.0), default=None)
+    p.add_argument("--target-modules", type=_targets, default=None)
+    p.add_argument("--no-gradient-checkpointing", action="store_true")
+    p.add_argument("--keep-work-dir", action="store_true")
+    return p
+
+
+@dataclass
+class Preflight:
+    bundle: Bundle
+    script: bytes
+    script_match: bool
+    packages: dict[str, str]
+    residue: list[str]
+
+
+def preflight(args: argparse.Namespace) -> Preflight:
+    """Every check that precedes importing torch (standard library only)."""
+    check_world_size()
+    root = os.path.abspath(args.bundle)
+    bundle = load_bundle(root)
+    if (
+        bundle.task == "sft"
+        and bundle.has_input_adapter
+        and any(
+            getattr(args, k) is not None
+            for k in ("lora_rank", "lora_alpha", "lora_dropout", "target_modules")
+        )
+    ):
+        fail(
+            "lora-flags",
+            "LoRA shape flags are forbidden when the export has an input adapter",
+            "drop --lora-rank/--lora-alpha/--lora-dropout/--target-modules",
+        )
+    if bundle.task == "grpo":
+        if args.max_length is not None:
+            fail(
+                "grpo-flags",
+                "--max-length is not accepted for recorded GRPO",
+                "drop --max-length (sequence boundaries come from the provenance)",
+            )
+        if bundle.rows % args.batch_size:
+            fail(
+                "grpo-flags",
+                f"--batch-size {args.batch_size} does not divide the {bundle.rows} groups",
+                "choose a --batch-size that divides the group count",
+            )
+        if bundle.has_input_adapter and any(
+            getattr(args, k) is not None
+            for k in ("lora_rank", "lora_alpha", "lora_dropout", "target_modules")
+        ):
+            fail(
+                "lora-flags",
+                "LoRA shape flags are forbidden with an input adapter",
+                "drop the LoRA shape flags",
+            )
+    residue = result_state(bundle, recover=not args.verify_only)
+    verify_base_model(bundle, args.base_model)
+    script = running_script_bytes()
+    match = (
+        sha256_text(script) == bundle.reference_script.sha256
+        and len(script) == bundle.reference_script.size_bytes
+    )
+    if not match and not args.allow_custom_script:
+        fail(
+            "custom-script",
+            "this train.py differs from the exported reference script",
+            "run the exported train.py, or pass --allow-custom-script to run a modified one",
+        )
+    packages = check_packages(args.platform_torch)
+    return Preflight(bundle, script, match, packages, residue)
+
+
+def status_line(payload: dict[str, Json]) -> str:
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        pre = preflight(args)
+        if args.verify_only:
+            print(
+                status_line(
+                    {
+                        "export_sha256": pre.bundle.export_sha256,
+                        "reference_script_match": pre.script_match,
+                        "rows": pre.bundle.rows,
+                        "status": "verified",
+                        "task": pre.bundle.task,
+                        "torch_version": pre.packages["torch"],
+                    }
+                )
+            )
+            return 0
+        if pre.residue:
+            remove_residue(pre.bundle.root, pre.residue)
+        result = train(args, pre)
+        print(status_line({"result": result, "status": "complete"}))
+        return 0
+    except ContractError as exc:
+        print(f"kiln HF/TRL contract error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kiln HF/TRL runner: interrupted", file=sys.stderr)
+        return 130
+
+
+# ----------------------------------------------------------------------------------------
+# training (imports the ML stack lazily)
+
+
+def train(args: argparse.Namespace, pre: Preflight) -> str:
+    bundle = pre.bundle
+    name = os.path.basename(bundle.root.rstrip("/"))
+    work = tempfile.mkdtemp(prefix=f".{name}.{bundle.task}-work-", dir=os.path.dirname(bundle.root))
+    try:
+        # trainer logs go to stderr: stdout carries only the one JSON status line
+        with contextlib.redirect_stdout(sys.stderr):
+            route = train_sft if bundle.task == "sft" else train_grpo
+            adapter_dir, config = route(args, bundle, work)
+        return publish(bundle, pre, adapter_dir, config, args.platform_torch)
+    finally:
+        if not args.keep_work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def resolve_dtype(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    import torch
+
+    if torch.cuda.is_available():
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "float16"
+    return "float32"
+
+
+def normalize_messages(messages: list[Json]) -> list[Json]:
+    """HF chat form: '' content with tool calls -> None; JSON-string arguments -> objects."""
+    out: list[Json] = []
+    for message in messages:
+        message = dict(message)
+        calls = message.get("tool_calls")
+        if calls:
+            if message.get("content") == "":
+                message["content"] = None
+            fixed = []
+            for call in calls:
+                call = dict(call)
+                for holder in (call, call.get("function")):
+                    if isinstance(holder, dict) and isinstance(holder.get("arguments"), str):
+                        parsed = strict_json(holder["arguments"].encode("utf-8"), "arguments")
+                        if not isinstance(parsed, dict):
+                            fail("sft-dataset", "tool call arguments must be a JSON object")
+                        holder["arguments"] = parsed
+                fixed.append(call)
+            message["tool_calls"] = fixed
+        out.append(message)
+    return out
+
+
+def tagged(kind: str, value: Json) -> dict[str, Json]:
+    return {"kind": kind, "value": value}
+
+
+def _adapt_config_fields(kwargs: dict[str, Any], config_class: Any, checkpointing: bool) -> None:
+    """Map the runner's settings onto the installed transformers' argument names."""
+    fields = getattr(config_class, "__dataclass_fields__", {})
+    if "warmup_ratio" not in fields:  # transformers 5.2x: warmup_steps takes a float ratio
+        ratio = kwargs.pop("warmup_ratio")
+        if ratio >= 1.0:
+            fail(
+                "warmup-ratio",
+                "this transformers takes warmup ratios below 1 only",
+                "pass --warmup-ratio below 1",
+            )
+        kwargs["warmup_steps"] = ratio
+    if checkpointing:
+        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    if "activation_checkpointing" in fields:  # transformers >= 5.2x renamed the flag
+        kwargs["activation_checkpointing"] = kwargs.pop("gradient_checkpointing")
+        if checkpointing:
+            kwargs["activation_checkpointing_kwargs"] = kwargs.pop("gradient_checkpointing_kwargs")
+
+
+def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from datasets import Dataset  # type: ignore[import-untyped]
+    from peft import LoraConfig, PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
+
+    dtype = resolve_dtype(args.dtype)
+    rows: list[Json] = []
+    with os.fdopen(open_in_bundle(bundle.root, "train.jsonl"), "rb") as f:
+        for line in f:
+            row = strict_json(line, "train.jsonl row")
+            rows.append({"messages": normalize_messages(row["messages"])})
+    template_path = os.path.join(bundle.root, "training_chat_template.jinja")
+    with open(template_path, encoding="utf-8") as f:
+        template = f.read()
+    tokenizer: Any = AutoTokenizer.from_pretrained(
+        args.base_model, local_files_only=True, trust_remote_code=False, use_fast=True
+    )
+    if not getattr(tokenizer, "is_fast", False):
+        fail("tokenizer", "the base model tokenizer is not a fast tokenizer")
+    tokenizer.chat_template = template
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            fail("tokenizer", "the tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    longest = 0
+    for index, row in enumerate(rows):
+        rendered = tokenizer.apply_chat_template(
+            row["messages"],
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
+            add_generation_prompt=False,
+        )
+        mask = rendered["assistant_masks"]
+        if not mask or not any(mask):
+            fail("sft-dataset", f"row {index + 1} has no assistant generation tokens")
+        longest = max(longest, len(rendered["input_ids"]))
+    if args.max_length is not None and args.max_length < longest:
+        fail(
+            "max-length",
+            f"--max-length {args.max_length} would truncate a {longest}-token row",
+            f"pass --max-length >= {longest} or omit it",
+        )
+    max_length = args.max_length or longest
+
+    set_seed(args.seed)
+    torch_dtype = getattr(torch, dtype)
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        args.base_model, local_files_only=True, trust_remote_code=False, dtype=torch_dtype
+    )
+    checkpointing = not args.no_gradient_checkpointing
+    model.config.use_cache = not checkpointing
+    peft_config = None
+    if bundle.has_input_adapter:
+        model = PeftModel.from_pretrained(
+            model, os.path.join(bundle.root, "input_adapter"), is_trainable=True
+        )
+    else:
+        rank = args.lora_rank or 16
+        peft_config = LoraConfig(
+            r=rank,
+            lora_alpha=args.lora_alpha or 2 * rank,
+            lora_dropout=float(args.lora_dropout or "0.0"),
+            target_modules=list(args.target_modules or LORA_TARGETS),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+    use_cpu = not torch.cuda.is_available()
+    config_kwargs: dict[str, Any] = dict(
+        output_dir=os.path.join(work, "trainer"),
+        learning_rate=float(args.learning_rate),
+        num_train_epochs=float(args.epochs),
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        max_length=max_length,
+        assistant_only_loss=True,
+        completion_only_loss=False,
+        chat_template_path=template_path,
+        packing=False,
+        shuffle_dataset=False,
+        dataset_num_proc=1,
+        seed=args.seed,
+        data_seed=args.seed,
+        bf16=dtype == "bfloat16",
+        fp16=dtype == "float16",
+        gradient_checkpointing=checkpointing,
+        optim="adamw_torch",
+        lr_scheduler_type=args.lr_scheduler,
+        warmup_ratio=float(args.warmup_ratio),
+        weight_decay=float(args.weight_decay),
+        max_grad_norm=float(args.max_grad_norm),
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=use_cpu,
+        train_sampling_strategy="sequential",
+    )
+    _adapt_config_fields(config_kwargs, SFTConfig, checkpointing)
+    sft_args = SFTConfig(**config_kwargs)
+    trainer: Any = SFTTrainer(
+        model=model,
+        args=sft_args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    trainer.train()
+    adapter_dir = os.path.join(work, "adapter")
+    if trainer.is_world_process_zero():
+        trainer.model.save_pretrained(adapter_dir, safe_serialization=True)
+
+    config: dict[str, Json] = {
+        "assistant_only_loss": tagged("boolean", True),
+        "base_model": tagged("text", args.base_model),
+        "bf16": tagged("boolean", dtype == "bfloat16"),
+        "fp16": tagged("boolean", dtype == "float16"),
+        "dataset_rows": tagged("unsigned", len(rows)),
+        "dtype": tagged("text", dtype),
+        "epochs": tagged("decimal", args.epochs),
+        "gradient_accumulation_steps": tagged("unsigned", args.gradient_accumulation_steps),
+        "gradient_checkpointing": tagged("boolean", checkpointing),
+        "input_adapter": tagged("boolean", bundle.has_input_adapter),
+        "learning_rate": tagged("decimal", args.learning_rate),
+        "lr_scheduler_type": tagged("text", args.lr_scheduler),
+        "max_grad_norm": tagged("decimal", args.max_grad_norm),
+        "max_length": tagged("unsigned", max_length),
+        "optimizer": tagged("text", "adamw_torch"),
+        "packing": tagged("boolean", False),
+        "per_device_train_batch_size": tagged("unsigned", args.batch_size),
+        "platform_torch": tagged("boolean", bool(args.platform_torch)),
+        "seed": tagged("unsigned", args.seed),
+        "shuffle_dataset": tagged("boolean", False),
+        "warmup_ratio": tagged("decimal", args.warmup_ratio),
+        "weight_decay": tagged("decimal", args.weight_decay),
+    }
+    if peft_config is not None:
+        rank = args.lora_rank or 16
+        config["lora_rank"] = tagged("unsigned", rank)
+        config["lora_alpha"] = tagged("unsigned", args.lora_alpha or 2 * rank)
+        config["lora_dropout"] = tagged("decimal", args.lora_dropout or "0.0")
+        config["target_modules"] = tagged("text", ",".join(args.target_modules or LORA_TARGETS))
+    return adapter_dir, config
+
+
+# ----------------------------------------------------------------------------------------
+# recorded-GRPO route (§3.4)
+
+
+def _prompt_text(messages: Json) -> str:
+    """The dataset prompt of a group: canonical compact JSON text of its messages."""
+    return json.dumps(messages, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def completion_record(provenance: dict[str, Json]) -> dict[str, Json]:
+    """Recorded token ids of one completion as TRL rollout fields.
+
+    Sampled action positions carry their recorded behaviour log-prob and env_mask 1; forced
+    tokens and environment/observation tokens carry 0.0 and env_mask 0.
+    """
+    ids = provenance.get("input_token_ids")
+    count = provenance.get("prompt_token_count")
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids)
+        or isinstance(count, bool)
+        or not isinstance(count, int)
+        or not 1 <= count < len(ids)
+    ):
+        fail("grpo-corpus", "a completion's input_token_ids/prompt_token_count are invalid")
+    completion = ids[count:]
+    logprobs = [0.0] * len(completion)
+    env_mask = [0] * len(completion)
+    previous = count - 1
+    actions = provenance.get("action_tokens")
+    if not isinstance(actions, list) or not actions:
+        fail("grpo-corpus", "a completion has no action_tokens")
+    for action in actions:
+        a = obj(
+            action,
+            "action token",
+            {"sequence_index", "token_id", "source"},
+            frozenset({"behavior_logprob"}),
+        )
+        index = uint(a["sequence_index"], "sequence_index")
+        if not previous < index < len(ids) or a["token_id"] != ids[index]:
+            fail("grpo-corpus", "action tokens must be increasing completion positions")
+        previous = index
+        if a["source"] == "sampled":
+            lp = a.get("behavior_logprob")
+            if (
+                isinstance(lp, bool)
+                or not isinstance(lp, int | float)
+                or not math.isfinite(lp)
+                or lp > 1e-6
+            ):
+                fail("grpo-corpus", "a sampled action token needs a finite behavior_logprob")
+            logprobs[index - count] = float(lp)
+            env_mask[index - count] = 1
+        elif a["source"] != "forced" or a.get("behavior_logprob") is not None:
+            fail("grpo-corpus", "action token source must be sampled, or forced without logprob")
+    if not any(env_mask):
+        fail("grpo-corpus", "a completion has no sampled action token")
+    return {
+        "prompt_ids": ids[:count],
+        "completion_ids": completion,
+        "logprobs": logprobs,
+        "env_mask": env_mask,
+        "sampled": sum(env_mask),
+        "forced": sum(1 for x in actions if isinstance(x, dict) and x.get("source") == "forced"),
+    }
+
+
+class GroupCursor:
+    """Reads the verified corpus snapshot group by group, re-verifying it at every epoch."""
+
+    def __init__(self, work: str, ident: Identity) -> None:
+        self.work = work
+        self.ident = ident
+        self.rows: Iterator[tuple[bytes, Json]] | None = None
+        self.consumed = 0
+
+    def next_group(self) -> Json:
+        while True:
+            if self.rows is None:
+                verify_identity(self.work, self.ident)
+                self.rows = iter_grpo_rows(self.work, self.ident.relative_path)
+            try:
+                return next(self.rows)[1]
+            except StopIteration:
+                self.rows = None
+
+
+def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if bundle.has_input_adapter:
+        fail(
+            "task-unsupported",
+            "recorded GRPO from an exported input adapter is not supported by this runner yet",
+            "export without --input-adapter",
+        )
+    # private snapshot of the verified corpus; its identity is re-checked before every epoch
+    dataset_ident = Identity(
+        "train.jsonl",
+        bundle.manifest["data"]["dataset"]["size_bytes"],
+        bundle.manifest["data"]["dataset"]["sha256"],
+    )
+    with os.fdopen(open_in_bundle(bundle.root, "train.jsonl"), "rb") as src:
+        fd = os.open(os.path.join(work, "train.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst, HASH_CHUNK)
+            dst.flush()
+            os.fsync(dst.fileno())
+    verify_identity(work, dataset_ident)
+    prompts: list[str] = []
+    width = bundle.grpo_width
+    longest = completions = sampled = forced = 0
+    policy: Json = None
+    for _row, group in iter_grpo_rows(work):
+        prompts.append(_prompt_text(group["messages"]))
+        for completion in group["completions"]:
+            record = completion_record(completion["provenance"])
+            longest = max(longest, len(record["completion_ids"]))
+            completions += 1
+            sampled += record["sampled"]
+            forced += record["forced"]
+            policy = completion["provenance"].get("behavior_policy")
+    if len(prompts) != bundle.rows:
+        fail("grpo-corpus", "the corpus snapshot changed while training started")
+
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
+
+    cursor = GroupCursor(work, dataset_ident)
+
+    def rollout(batch: list[Any], trainer: Any) -> dict[str, Any]:
+        if not batch or len(batch) % width:
+            fail(
+                "grpo-rollout", f"TRL asked for {len(batch)} completions, not a multiple of {width}"
+            )
+        out: dict[str, list[Any]] = {
+            k: []
+            for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "recorded_reward")
+        }
+        for start in range(0, len(batch), width):
+            group = cursor.next_group()
+            text_prompt = _prompt_text(group["messages"])
+            if any(p != text_prompt for p in batch[start : start + width]):
+                fail("grpo-rollout", "TRL's prompt order differs from the recorded corpus order")
+            for completion in group["completions"]:
+                record = completion_record(completion["provenance"])
+                for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
+                    out[key].append(record[key])
+                out["recorded_reward"].append(float(completion["reward"]))
+            cursor.consumed += 1
+        return out
+
+    def recorded_reward(
+        prompts: list[Any], completions: list[Any], recorded_reward: list[float], **_: Any
+    ) -> list[float | None]:
+        return list(recorded_reward)
+
+    class RecordedGRPOTrainer(GRPOTrainer):
+        """The recorded behaviour log-probs, not a re-scoring, are pi_old of the ratio."""
+
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            out = super()._generate_and_score_completions(inputs)
+            recorded = out.get("sampling_per_token_logps")
+            if recorded is None:
+                fail("grpo-rollout", "TRL dropped the recorded log-probs")
+            out["old_per_token_logps"] = recorded.detach()
+            return out
+
+    dtype = resolve_dtype(args.dtype)
+    tokenizer: Any = AutoTokenizer.from_pretrained(
+        args.base_model, local_files_only=True, trust_remote_code=False, use_fast=True
+    )
+    if not getattr(tokenizer, "is_fast", False):
+        fail("tokenizer", "the base model tokenizer is not a fast tokenizer")
+    with open(os.path.join(bundle.root, "chat_template.jinja"), encoding="utf-8") as f:
+        tokenizer.chat_template = f.read()
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            fail("tokenizer", "the tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    set_seed(args.seed)
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        args.base_model, local_files_only=True, trust_remote_code=False, dtype=getattr(torch, dtype)
+    )
+    checkpointing = not args.no_gradient_checkpointing
+    model.config.use_cache = not checkpointing
+    rank = args.lora_rank or 16
+    peft_config = LoraConfig(
+        r=rank,
+        lora_alpha=args.lora_alpha or 2 * rank,
+        lora_dropout=float(args.lora_dropout or "0.0"),
+        target_modules=list(args.target_modules or LORA_TARGETS),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
+    config_kwargs: dict[str, Any] = dict(
+        output_dir=os.path.join(work, "trainer"),
+        learning_rate=float(args.learning_rate),
+        num_train_epochs=float(args.epochs),
+        per_device_train_batch_size=width * args.batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        num_generations=width,
+        max_completion_length=longest,
+        shuffle_dataset=False,
+        remove_unused_columns=False,
+        steps_per_generation=1,
+        num_iterations=1,
+        use_vllm=False,
+        beta=float(args.beta),
+        epsilon=float(args.epsilon),
+        epsilon_high=float(epsilon_high),
+        loss_type=args.loss_type,
+        importance_sampling_level=args.importance_sampling_level,
+        scale_rewards=args.scale_rewards,
+        mask_truncated_completions=False,
+        use_bias_correction_kl=False,
+        disable_dropout=True,
+        seed=args.seed,
+        data_seed=args.seed,
+        bf16=dtype == "bfloat16",
+        fp16=dtype == "float16",
+        gradient_checkpointing=checkpointing,
+        optim="adamw_torch",
+        lr_scheduler_type=args.lr_scheduler,
+        warmup_ratio=float(args.warmup_ratio),
+        weight_decay=float(args.weight_decay),
+        max_grad_norm=float(args.max_grad_norm),
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=not torch.cuda.is_available(),
+    )
+    _adapt_config_fields(config_kwargs, GRPOConfig, checkpointing)
+    trainer: Any = RecordedGRPOTrainer(
+        model=model,
+        reward_funcs=[recorded_reward],
+        args=GRPOConfig(**config_kwargs),
+        train_dataset=Dataset.from_list([{"prompt": p} for p in prompts]),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        rollout_func=rollout,
+    )
+    trainer.train()
+    if cursor.consumed == 0:
+        fail("grpo-rollout", "training consumed no recorded group")
+    adapter_dir = os.path.join(work, "adapter")
+    if trainer.is_world_process_zero():
+        trainer.model.save_pretrained(adapter_dir, safe_serialization=True)
+    beta = float(args.beta)
+    config: dict[str, Json] = {
+        "base_model": tagged("text", args.base_model),
+        "behavior_policy": tagged("text", "recorded"),
+        "behavior_policy_sha256": tagged("text", sha256_text(canonical_json(policy))),
+        "beta": tagged("decimal", args.beta),
+        "bf16": tagged("boolean", dtype == "bfloat16"),
+        "fp16": tagged("boolean", dtype == "float16"),
+        "dataset_completions": tagged("unsigned", completions),
+        "dataset_forced_action_tokens": tagged("unsigned", forced),
+        "dataset_groups": tagged("unsigned", len(prompts)),
+        "dataset_sampled_action_tokens": tagged("unsigned", sampled),
+        "dtype": tagged("text", dtype),
+        "epochs": tagged("decimal", args.epochs),
+        "epsilon_high": tagged("decimal", epsilon_high),
+        "epsilon_low": tagged("decimal", args.epsilon),
+        "gradient_accumulation_steps": tagged("unsigned", args.gradient_accumulation_steps),
+        "gradient_checkpointing": tagged("boolean", checkpointing),
+        "groups_per_device_batch": tagged("unsigned", args.batch_size),
+        "importance_sampling_level": tagged("text", args.importance_sampling_level),
+        "input_adapter": tagged("boolean", False),
+        "kl_estimator": tagged("text", "k3"),
+        "kl_reference_policy": tagged("text", "none" if beta == 0 else "base_model"),
+        "learning_rate": tagged("decimal", args.learning_rate),
+        "loss_type": tagged("text", args.loss_type),
+        "lr_scheduler_type": tagged("text", args.lr_scheduler),
+        "max_completion_length": tagged("unsigned", longest),
+        "max_grad_norm": tagged("decimal", args.max_grad_norm),
+        "num_generations": tagged("unsigned", width),
+        "num_iterations": tagged("unsigned", 1),
+        "optimizer": tagged("text", "adamw_torch"),
+        "per_device_train_batch_size": tagged("unsigned", width * args.batch_size),
+        "platform_torch": tagged("boolean", bool(args.platform_torch)),
+        "scale_rewards": tagged("text", args.scale_rewards),
+        "seed": tagged("unsigned", args.seed),
+        "shuffle_dataset": tagged("boolean", False),
+        "steps_per_generation": tagged("unsigned", 1),
+        "use_bias_correction_kl": tagged("boolean", False),
+        "warmup_ratio": tagged("decimal", args.warmup_ratio),
+        "weight_decay": tagged("decimal", args.weight_decay),
+        "lora_rank": tagged("unsigned", rank),
+        "lora_alpha": tagged("unsigned", args.lora_alpha or 2 * rank),
+        "lora_dropout": tagged("decimal", args.lora_dropout or "0.0"),
+        "target_modules": tagged("text", ",".join(args.target_modules or LORA_TARGETS)),
+    }
+    return adapter_dir, config
+
+
+# ----------------------------------------------------------------------------------------
+# result publication (§3.6)
+
+
+def write_new(root: str, name: str, data: bytes) -> None:
+    fd = os.open(
+        os.path.join(root, name),
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+        0o644,
+    )
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_regular(path: str) -> bytes:
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        fail("adapter-output", f"{path} is not a regular file")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _finite_decimal(value: str) -> bool:
+    if not value or value != value.strip() or len(value.encode("utf-8")) > MAX_TEXT_BYTES:
+        return False
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def check_effective_config(config: dict[str, Json]) -> None:
+    if not 1 <= len(config) <= MAX_CONFIG_ENTRIES:
+        fail("effective-config", "effective configuration must have 1..256 entries")
+    for key, entry in config.items():
+        text(key, "effective_config key")
+        kind, value = entry["kind"], entry["value"]
+        ok = {
+            "boolean": isinstance(value, bool),
+            "integer": isinstance(value, int)
+            and not isinstance(value, bool)
+            and -(2**63) <= value < 2**63,
+            "unsigned": isinstance(value, int)
+            and not isinstance(value, bool)
+            and 0 <= value < 2**64,
+            "decimal": isinstance(value, str) and _finite_decimal(value),
+            "text": isinstance(value, str),
+            "text_list": isinstance(value, list) and len(value) <= 256,
+        }.get(kind, False)
+        if not ok:
+            fail("effective-config", f"effective_config[{key!r}] is not a valid {kind}")
+    if len(canonical_json(config)) > MAX_CONFIG_BYTES:
+        fail("effective-config", "effective configuration exceeds 64 KiB")
+
+
+def publish(
+    bundle: Bundle, pre: Preflight, adapter_dir: str, config: dict[str, Json], platform_torch: bool
+) -> str:
+    root = bundle.root
+    check_effective_config(config)
+    # the recovery rule once more, right before writing
+    result_state(bundle, recover=False)
+    written: list[str] = []
+    try:
+        write_new(root, INCOMPLETE_SENTINEL, INCOMPLETE_SENTINEL_TEXT)
+        written.append(INCOMPLETE_SENTINEL)
+        identities: dict[str, dict[str, Json]] = {}
+        sources = [
+            (EXECUTED_SCRIPT, pre.script),
+            (ADAPTER_CONFIG, read_regular(os.path.join(adapter_dir, ADAPTER_CONFIG))),
+            (ADAPTER_MODEL, read_regular(os.path.join(adapter_dir, ADAPTER_MODEL))),
+        ]
+        for name, data in sources:
+            if not data:
+                fail("adapter-output", f"{name} is empty")
+            write_new(root, name, data)
+            written.append(name)
+            identities[name] = {
+                "relative_path": name,
+                "size_bytes": len(data),
+                "sha256": sha256_text(data),
+            }
+        versions = {
+            name: importlib.metadata.version(name)
+            for name in ("torch", "transformers", "trl", "peft")
+        }
+        result: dict[str, Json] = {
+            "schema_version": 1,
+            "result_type": RESULT_TYPE,
+            "export_sha256": bundle.export_sha256,
+            "task": bundle.task,
+            "trainer": {
+                "kind": "trl_sft_trainer" if bundle.task == "sft" else "trl_grpo_trainer",
+                "python_version": sys.version.split()[0],
+                "torch_version": versions["torch"],
+                "transformers_version": versions["transformers"],
+                "trl_version": versions["trl"],
+                "peft_version": versions["peft"],
+                "script": identities[EXECUTED_SCRIPT],
+            },
+            "effective_config": config,
+            "output_adapter": {
+                "config": identities[ADAPTER_CONFIG],
+                "model": identities[ADAPTER_MODEL],
+            },
+        }
+        result["result_sha256"] = canonical_digest(result, "result_sha256")
+        text_out = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+        write_new(root, RESULT_MANIFEST, text_out.encode("utf-8"))
+        written.append(RESULT_MANIFEST)
+        os.unlink(os.path.join(root, INCOMPLETE_SENTINEL))
+        fsync_dir(root)
+    except BaseException:
+        for name in reversed(written):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(root, name))
+        raise
+    _ = platform_torch
+    return os.path.join(root, RESULT_MANIFEST)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
