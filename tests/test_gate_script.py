@@ -205,7 +205,14 @@ def test_gate_with_an_external_checkout_builds_and_serves_its_inventory(tmp_path
     assert result.returncode == 0, _output(result)
     assert "4 games, 1 tasks, 2 math" in result.stdout
     assert [name for name, _, _ in started] == [
-        "counter", "bandit", "connect4", "maze", "wordle", "dyna", "measure", "algebra",
+        "counter",
+        "bandit",
+        "connect4",
+        "maze",
+        "wordle",
+        "dyna",
+        "measure",
+        "algebra",
     ]
     assert "stale cached binary" not in stale.read_text()  # rebuilt, never trusted
     for name, _, _ in started:

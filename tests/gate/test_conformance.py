@@ -17,9 +17,7 @@ pytestmark = requires_gate
 SERVERS = 23
 
 
-def test_conformance_suite_passes_against_every_server(
-    all_urls: list[str], tmp_path: Path
-) -> None:
+def test_conformance_suite_passes_against_every_server(all_urls: list[str], tmp_path: Path) -> None:
     assert len(all_urls) == SERVERS
     report = tmp_path / "conformance.json"
     command = [sys.executable, "-m", "pytest", "-p", "kiln", "-p", "no:cacheprovider", "-q"]

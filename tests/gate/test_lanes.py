@@ -120,9 +120,7 @@ def test_training_lane_collects_verifies_and_replays(bandit_url: str, tmp_path: 
     relabelled = tmp_path / "v2" / "openenv.rollout-summary.json"
     relabelled.parent.mkdir()
     original = read_summary(Path(paths["summary_output"]).read_bytes())
-    relabelled.write_bytes(
-        dumps_pretty(relabel_as_v2(original, "sha256:" + "e" * 64).to_json())
-    )
+    relabelled.write_bytes(dumps_pretty(relabel_as_v2(original, "sha256:" + "e" * 64).to_json()))
     v2_report = verify_bundle(
         relabelled, dataset_path=paths["output"], replay_path=paths["replay_output"]
     )

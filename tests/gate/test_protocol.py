@@ -72,11 +72,13 @@ def test_text_profile_over_every_arcade_server(arcade_urls: list[str]) -> None:
             (spec,) = fields.values()
             assert spec.get("type") in ("integer", "string"), (url, spec)
             async with await client.open_session() as session:
-                observation = await session.reset({
-                    "seed": 10000 + index,
-                    "difficulty": 2,
-                    "episode_id": f"kiln-text-profile-{index}",
-                })
+                observation = await session.reset(
+                    {
+                        "seed": 10000 + index,
+                        "difficulty": 2,
+                        "episode_id": f"kiln-text-profile-{index}",
+                    }
+                )
                 text = observation.observation.get("input_text")
                 assert isinstance(text, str), url
                 assert text.strip(), url

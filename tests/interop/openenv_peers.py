@@ -339,7 +339,9 @@ async def serve_forever(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         config = uvicorn.Config(
-            build_app(name, max_sessions), log_level="warning", timeout_graceful_shutdown=3,
+            build_app(name, max_sessions),
+            log_level="warning",
+            timeout_graceful_shutdown=3,
             ws_per_message_deflate=deflate,
         )
         servers.append((_Server(config), sock))

@@ -21,8 +21,16 @@ pytestmark = pytest.mark.interop
 def test_benchmark_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     status = oracle_throughput.main(
         [
-            "--sessions", "2", "--episodes", "1", "--concurrency", "2", "--repeats", "1",
-            "--floor", "--json",
+            "--sessions",
+            "2",
+            "--episodes",
+            "1",
+            "--concurrency",
+            "2",
+            "--repeats",
+            "1",
+            "--floor",
+            "--json",
         ]
     )
     assert status == 0

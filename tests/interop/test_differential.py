@@ -59,8 +59,9 @@ class Scenario:
 
 
 def _reset(data: Any = None) -> str:
-    return json.dumps({"type": "reset"} | ({} if data is None else {"data": data}),
-                      separators=(",", ":"))
+    return json.dumps(
+        {"type": "reset"} | ({} if data is None else {"data": data}), separators=(",", ":")
+    )
 
 
 def _step(data: Any) -> str:
@@ -69,170 +70,269 @@ def _step(data: Any) -> str:
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
-        "counter-episode", "counter",
-        (_reset({"seed": 17, "episode_id": "kiln-interop"}),
-         _step({"amount": 2, "note": "first"}),
-         _step({"amount": 2, "note": "second"}),
-         '{"type":"state"}',
-         _step({"amount": 1}),  # after done: frozen observation, reward null
-         '{"type":"state"}',
-         CLOSE),
-        ("observation", "observation", "observation", "state", "observation", "state",
-         "closed 1000"),
+        "counter-episode",
+        "counter",
+        (
+            _reset({"seed": 17, "episode_id": "kiln-interop"}),
+            _step({"amount": 2, "note": "first"}),
+            _step({"amount": 2, "note": "second"}),
+            '{"type":"state"}',
+            _step({"amount": 1}),  # after done: frozen observation, reward null
+            '{"type":"state"}',
+            CLOSE,
+        ),
+        (
+            "observation",
+            "observation",
+            "observation",
+            "state",
+            "observation",
+            "state",
+            "closed 1000",
+        ),
     ),
     Scenario(
-        "fresh-session", "counter",
-        ('{"type":"state"}',
-         _step({"amount": 1}),  # step before any reset is not rejected by the server
-         '{"type":"state"}',
-         CLOSE),
+        "fresh-session",
+        "counter",
+        (
+            '{"type":"state"}',
+            _step({"amount": 1}),  # step before any reset is not rejected by the server
+            '{"type":"state"}',
+            CLOSE,
+        ),
         ("state", "observation", "state", "closed 1000"),
     ),
     Scenario(
-        "reset-variants", "counter",
-        ('{"type":"reset"}',
-         '{"type":"reset","data":{}}',
-         # Unknown reset keys are dropped silently.
-         '{"type":"reset","data":{"seed":5,"episode_id":"e","bogus":[1,2]}}',
-         '{"type":"reset","data":[]}',
-         '{"type":"reset","data":"seed"}',
-         '{"type":"reset","data":null}',
-         '{"type":"reset","data":5}',
-         '{"type":"reset","data":{"seed":-5}}',  # not validated on WS: the game refuses it
-         '{"type":"reset","data":{"seed":"abc"}}',
-         '{"type":"reset","data":{"seed":1.5}}',
-         '{"type":"reset","data":{"seed":18446744073709551616}}',
-         '{"type":"reset","data":{"seed":3},"extra":true}',
-         '{"type":"state"}',
-         CLOSE),
-        ("observation", "observation", "observation", "VALIDATION_ERROR", "VALIDATION_ERROR",
-         "VALIDATION_ERROR", "VALIDATION_ERROR", "EXECUTION_ERROR", "EXECUTION_ERROR",
-         "EXECUTION_ERROR", "EXECUTION_ERROR", "VALIDATION_ERROR", "state", "closed 1000"),
+        "reset-variants",
+        "counter",
+        (
+            '{"type":"reset"}',
+            '{"type":"reset","data":{}}',
+            # Unknown reset keys are dropped silently.
+            '{"type":"reset","data":{"seed":5,"episode_id":"e","bogus":[1,2]}}',
+            '{"type":"reset","data":[]}',
+            '{"type":"reset","data":"seed"}',
+            '{"type":"reset","data":null}',
+            '{"type":"reset","data":5}',
+            '{"type":"reset","data":{"seed":-5}}',  # not validated on WS: the game refuses it
+            '{"type":"reset","data":{"seed":"abc"}}',
+            '{"type":"reset","data":{"seed":1.5}}',
+            '{"type":"reset","data":{"seed":18446744073709551616}}',
+            '{"type":"reset","data":{"seed":3},"extra":true}',
+            '{"type":"state"}',
+            CLOSE,
+        ),
+        (
+            "observation",
+            "observation",
+            "observation",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "EXECUTION_ERROR",
+            "EXECUTION_ERROR",
+            "EXECUTION_ERROR",
+            "EXECUTION_ERROR",
+            "VALIDATION_ERROR",
+            "state",
+            "closed 1000",
+        ),
     ),
     Scenario(
-        "step-validation", "counter",
-        (_reset({"seed": 1}),
-         _step({"amount": "abc"}),
-         _step({"amount": [1]}),
-         _step({"amount": 1.5}),
-         _step({"amount": {"n": 1}}),
-         _step({"amount": None}),
-         _step({}),
-         _step({"amount": 1, "bogus": 2, "other": None}),
-         _step({"note": 5}),
-         _step({"amount": 1, "metadata": []}),
-         '{"type":"step"}',
-         '{"type":"step","data":[]}',
-         '{"type":"step","data":null}',
-         '{"type":"step","data":"amount"}',
-         '{"type":"step","data":{"amount":1},"extra":1}',
-         '{"type":"step","data":{"amount":NaN}}',
-         '{"type":"step","data":{"amount":1,"note":null,"metadata":{"k":[1,"x"]}}}',
-         '{"type":"state"}',
-         CLOSE),
+        "step-validation",
+        "counter",
+        (
+            _reset({"seed": 1}),
+            _step({"amount": "abc"}),
+            _step({"amount": [1]}),
+            _step({"amount": 1.5}),
+            _step({"amount": {"n": 1}}),
+            _step({"amount": None}),
+            _step({}),
+            _step({"amount": 1, "bogus": 2, "other": None}),
+            _step({"note": 5}),
+            _step({"amount": 1, "metadata": []}),
+            '{"type":"step"}',
+            '{"type":"step","data":[]}',
+            '{"type":"step","data":null}',
+            '{"type":"step","data":"amount"}',
+            '{"type":"step","data":{"amount":1},"extra":1}',
+            '{"type":"step","data":{"amount":NaN}}',
+            '{"type":"step","data":{"amount":1,"note":null,"metadata":{"k":[1,"x"]}}}',
+            '{"type":"state"}',
+            CLOSE,
+        ),
         ("observation",) + ("VALIDATION_ERROR",) * 15 + ("observation", "state", "closed 1000"),
     ),
     Scenario(
-        "strict-action-types", "counter",
+        "strict-action-types",
+        "counter",
         # The oracle documents its action fields as strict (pydantic StrictInt/StrictStr); the
         # peer declares them so. These are what plain `int` would have coerced.
-        (_reset(), _step({"amount": "5"}), _step({"amount": 5.0}), _step({"amount": True}),
-         _step({"amount": 1, "note": 7}), CLOSE),
-        ("observation", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR",
-         "VALIDATION_ERROR", "closed 1000"),
+        (
+            _reset(),
+            _step({"amount": "5"}),
+            _step({"amount": 5.0}),
+            _step({"amount": True}),
+            _step({"amount": 1, "note": 7}),
+            CLOSE,
+        ),
+        (
+            "observation",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "closed 1000",
+        ),
     ),
     Scenario(
-        "envelope", "counter",
-        ("{bad",
-         "",
-         '{"type":"nope"}',
-         '{"data":{}}',
-         '{"type":"Reset"}',
-         '{"type":"STATE"}',
-         '{"type":5}',
-         '{"type":null}',
-         '{"type":"state","data":{}}',
-         '{"type":"state","extra":1}',
-         '{"type":"close","data":{}}',  # a VALIDATION_ERROR, and the socket stays open
-         '{"type":"reset","type":"state"}',  # duplicate keys: the last one wins
-         '  {"type":"state"}  ',
-         '{"type":"state"}',
-         CLOSE),
-        ("INVALID_JSON", "INVALID_JSON", "UNKNOWN_TYPE", "UNKNOWN_TYPE", "UNKNOWN_TYPE",
-         "UNKNOWN_TYPE", "UNKNOWN_TYPE", "UNKNOWN_TYPE", "VALIDATION_ERROR", "VALIDATION_ERROR",
-         "VALIDATION_ERROR", "state", "state", "state", "closed 1000"),
+        "envelope",
+        "counter",
+        (
+            "{bad",
+            "",
+            '{"type":"nope"}',
+            '{"data":{}}',
+            '{"type":"Reset"}',
+            '{"type":"STATE"}',
+            '{"type":5}',
+            '{"type":null}',
+            '{"type":"state","data":{}}',
+            '{"type":"state","extra":1}',
+            '{"type":"close","data":{}}',  # a VALIDATION_ERROR, and the socket stays open
+            '{"type":"reset","type":"state"}',  # duplicate keys: the last one wins
+            '  {"type":"state"}  ',
+            '{"type":"state"}',
+            CLOSE,
+        ),
+        (
+            "INVALID_JSON",
+            "INVALID_JSON",
+            "UNKNOWN_TYPE",
+            "UNKNOWN_TYPE",
+            "UNKNOWN_TYPE",
+            "UNKNOWN_TYPE",
+            "UNKNOWN_TYPE",
+            "UNKNOWN_TYPE",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "VALIDATION_ERROR",
+            "state",
+            "state",
+            "state",
+            "closed 1000",
+        ),
     ),
     Scenario(
-        "mcp", "counter",
-        ('{"type":"mcp","data":{"jsonrpc":"2.0","method":"tools/list","id":1}}',
-         '{"type":"mcp","data":{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"},"id":"a"}}',
-         '{"type":"mcp","data":{"jsonrpc":"2.0","method":"nope","id":2}}',
-         '{"type":"mcp","data":{"jsonrpc":"2.0","method":"tools/list","params":[],"id":3}}',
-         '{"type":"mcp","data":{}}',
-         '{"type":"mcp"}',
-         '{"type":"mcp","data":[]}',
-         CLOSE),
-        ("mcp", "mcp", "mcp", "mcp", "mcp", "VALIDATION_ERROR", "VALIDATION_ERROR",
-         "closed 1000"),
+        "mcp",
+        "counter",
+        (
+            '{"type":"mcp","data":{"jsonrpc":"2.0","method":"tools/list","id":1}}',
+            '{"type":"mcp","data":{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"},"id":"a"}}',
+            '{"type":"mcp","data":{"jsonrpc":"2.0","method":"nope","id":2}}',
+            '{"type":"mcp","data":{"jsonrpc":"2.0","method":"tools/list","params":[],"id":3}}',
+            '{"type":"mcp","data":{}}',
+            '{"type":"mcp"}',
+            '{"type":"mcp","data":[]}',
+            CLOSE,
+        ),
+        ("mcp", "mcp", "mcp", "mcp", "mcp", "VALIDATION_ERROR", "VALIDATION_ERROR", "closed 1000"),
     ),
     Scenario(
-        "unicode-bytes", "counter",
-        (_reset({"seed": 2, "episode_id": "ünï-😀-\u2028"}),
-         '{"type":"state"}',
-         _step({"amount": 1, "note": "naïve ☃"}),
-         '{"type":"step","data":{"amount":1,"note":"\\u00e9\\ud83d\\ude00"}}',
-         CLOSE),
+        "unicode-bytes",
+        "counter",
+        (
+            _reset({"seed": 2, "episode_id": "ünï-😀-\u2028"}),
+            '{"type":"state"}',
+            _step({"amount": 1, "note": "naïve ☃"}),
+            '{"type":"step","data":{"amount":1,"note":"\\u00e9\\ud83d\\ude00"}}',
+            CLOSE,
+        ),
         ("observation", "state", "observation", "observation", "closed 1000"),
     ),
     Scenario(
-        "bandit-execution-error", "bandit",
-        (_step({"arm": 0}),  # step before any reset: the game refuses it
-         _reset({"seed": 41}),
-         _step({"arm": 99}),
-         _step({"arm": -1}),
-         *(_step({"arm": pull % 10}) for pull in range(20)),
-         _step({"arm": 3}),  # after done
-         '{"type":"state"}',
-         _reset({"seed": 41, "difficulty": "hard", "split": "train"}),
-         '{"type":"state"}',
-         _reset({"difficulty": 9}),
-         CLOSE),
-        ("EXECUTION_ERROR", "observation", "EXECUTION_ERROR", "EXECUTION_ERROR",
-         *("observation",) * 21, "state", "observation", "state", "EXECUTION_ERROR",
-         "closed 1000"),
+        "bandit-execution-error",
+        "bandit",
+        (
+            _step({"arm": 0}),  # step before any reset: the game refuses it
+            _reset({"seed": 41}),
+            _step({"arm": 99}),
+            _step({"arm": -1}),
+            *(_step({"arm": pull % 10}) for pull in range(20)),
+            _step({"arm": 3}),  # after done
+            '{"type":"state"}',
+            _reset({"seed": 41, "difficulty": "hard", "split": "train"}),
+            '{"type":"state"}',
+            _reset({"difficulty": 9}),
+            CLOSE,
+        ),
+        (
+            "EXECUTION_ERROR",
+            "observation",
+            "EXECUTION_ERROR",
+            "EXECUTION_ERROR",
+            *("observation",) * 21,
+            "state",
+            "observation",
+            "state",
+            "EXECUTION_ERROR",
+            "closed 1000",
+        ),
     ),
     Scenario(
-        "algebra-episode", "algebra",
-        (_reset({"seed": 20003, "difficulty": 3}),
-         _step({"answer": 7}),
-         _step({"answer": "definitely wrong"}),
-         _step({"answer": "again"}),  # after done: frozen, reward null
-         '{"type":"state"}',
-         _reset({"split": "test", "index": 12}),
-         '{"type":"state"}',
-         _reset({"split": "nope"}),
-         _reset({"index": 3}),
-         _reset({"split": "train", "index": 200}),
-         CLOSE),
-        ("observation", "VALIDATION_ERROR", "observation", "observation", "state",
-         "observation", "state", "EXECUTION_ERROR", "EXECUTION_ERROR", "EXECUTION_ERROR",
-         "closed 1000"),
+        "algebra-episode",
+        "algebra",
+        (
+            _reset({"seed": 20003, "difficulty": 3}),
+            _step({"answer": 7}),
+            _step({"answer": "definitely wrong"}),
+            _step({"answer": "again"}),  # after done: frozen, reward null
+            '{"type":"state"}',
+            _reset({"split": "test", "index": 12}),
+            '{"type":"state"}',
+            _reset({"split": "nope"}),
+            _reset({"index": 3}),
+            _reset({"split": "train", "index": 200}),
+            CLOSE,
+        ),
+        (
+            "observation",
+            "VALIDATION_ERROR",
+            "observation",
+            "observation",
+            "state",
+            "observation",
+            "state",
+            "EXECUTION_ERROR",
+            "EXECUTION_ERROR",
+            "EXECUTION_ERROR",
+            "closed 1000",
+        ),
     ),
     *(
         Scenario(
-            f"terminal-{label}", "counter",
+            f"terminal-{label}",
+            "counter",
             (_reset({"seed": 1}), frame, '{"type":"state"}'),
             # The error frame answers the bad frame; the next frame meets the close.
             ("observation", "SESSION_ERROR", "closed 1000"),
         )
         for label, frame in (
-            ("list", "[]"), ("array", "[1,2]"), ("int", "42"), ("null", "null"),
-            ("string", '"reset"'), ("bool", "true"), ("binary", b'{"type":"state"}'),
+            ("list", "[]"),
+            ("array", "[1,2]"),
+            ("int", "42"),
+            ("null", "null"),
+            ("string", '"reset"'),
+            ("bool", "true"),
+            ("binary", b'{"type":"state"}'),
             ("deep-nesting", "[" * 100_000),
         )
     ),
     Scenario(
-        "close-ends-the-session", "counter",
+        "close-ends-the-session",
+        "counter",
         (_reset({"seed": 1}), CLOSE, '{"type":"state"}'),
         ("observation", "closed 1000"),
     ),
@@ -296,7 +396,8 @@ def test_validation_error_entries_name_type_and_loc(pairs: dict[str, Pair]) -> N
             (e["type"], e["loc"]) for e in reference["data"]["errors"]
         ]
     assert [(e["type"], e["loc"]) for e in theirs.frames()[0]["data"]["errors"]] == [
-        ("int_type", ["amount"]), ("extra_forbidden", ["bogus"]),
+        ("int_type", ["amount"]),
+        ("extra_forbidden", ["bogus"]),
     ]
     assert [(e["type"], e["loc"]) for e in theirs.frames()[1]["data"]["errors"]] == [
         ("missing", ["data"]),
@@ -381,8 +482,10 @@ def test_unknown_session_id_query_is_a_session_error(pairs: dict[str, Pair]) -> 
     ours = asyncio.run(attach(pair.ours))
     theirs = asyncio.run(attach(pair.openenv))
     assert [e.kind for e in theirs] == ["frame", "closed"]
-    assert theirs[0].json()["data"] == {"message": "Unknown session_id: nope",
-                                        "code": "SESSION_ERROR"}
+    assert theirs[0].json()["data"] == {
+        "message": "Unknown session_id: nope",
+        "code": "SESSION_ERROR",
+    }
     assert ours == theirs
 
 
@@ -422,8 +525,13 @@ def test_upgrade_negotiates_the_same_extensions(pairs: dict[str, Pair], key: str
 
 def test_deflated_session_frames_are_identical(pairs: dict[str, Pair]) -> None:
     """With compression negotiated on both sides, the decoded frames still match exactly."""
-    frames = [_reset({"seed": 17, "episode_id": "kiln-interop"}), _step({"amount": 2}),
-              '{"type":"state"}', "{bad", CLOSE]
+    frames = [
+        _reset({"seed": 17, "episode_id": "kiln-interop"}),
+        _step({"amount": 2}),
+        '{"type":"state"}',
+        "{bad",
+        CLOSE,
+    ]
     ours, theirs = run_both(pairs["deflate"], frames)
     assert exact(ours) == exact(theirs)
 

@@ -96,7 +96,12 @@ def test_health_metadata_and_environments(
     ours, theirs = both(http, pair, "GET", "/metadata")
     assert_same(ours, theirs, status=200)
     assert list(theirs.json()) == [
-        "name", "description", "readme_content", "version", "author", "documentation_url",
+        "name",
+        "description",
+        "readme_content",
+        "version",
+        "author",
+        "documentation_url",
     ]
     assert_same(*both(http, pair, "GET", "/list_environments"), status=200)
 
@@ -164,8 +169,13 @@ def test_websocket_route_without_upgrade(http: httpx.Client, pairs: dict[str, Pa
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/nope"), ("POST", "/health"), ("GET", "/reset"), ("GET", "/schema/"),
-     ("GET", "/counter_env/splits/extra")],
+    [
+        ("GET", "/nope"),
+        ("POST", "/health"),
+        ("GET", "/reset"),
+        ("GET", "/schema/"),
+        ("GET", "/counter_env/splits/extra"),
+    ],
 )
 def test_unknown_routes_and_methods(
     http: httpx.Client, pairs: dict[str, Pair], method: str, path: str
@@ -228,16 +238,26 @@ def test_task_api_without_tasks_is_501(http: httpx.Client, pairs: dict[str, Pair
 def test_task_api_with_tasks(
     http: httpx.Client, pairs: dict[str, Pair], route: str, body: dict[str, Any], status: int
 ) -> None:
-    assert_same(*both(http, pairs["algebra"], "POST", f"/algebra_env/{route}", json=body),
-                status=status)
+    assert_same(
+        *both(http, pairs["algebra"], "POST", f"/algebra_env/{route}", json=body), status=status
+    )
 
 
 def test_task_api_splits_and_odd_bodies(http: httpx.Client, pairs: dict[str, Pair]) -> None:
     pair = pairs["algebra"]
     assert_same(*both(http, pair, "GET", "/algebra_env/splits"), status=200)
     assert_same(*both(http, pair, "GET", "/Algebra_Env/splits"), status=200)
-    assert_same(*both(http, pair, "POST", "/algebra_env/tasks", content=b"not json",
-                      headers={"content-type": "application/json"}), status=422)
+    assert_same(
+        *both(
+            http,
+            pair,
+            "POST",
+            "/algebra_env/tasks",
+            content=b"not json",
+            headers={"content-type": "application/json"},
+        ),
+        status=422,
+    )
     assert_same(*both(http, pair, "POST", "/algebra_env/tasks", json=["test"]), status=422)
     assert_same(*both(http, pair, "POST", "/algebra_env/tasks"), status=422)
     assert_same(*both(http, pair, "GET", "/algebra_env/tasks"), status=405)
@@ -304,8 +324,11 @@ def test_stateless_step(
 def test_stateless_reset_rewards_and_observations(
     http: httpx.Client, pairs: dict[str, Pair]
 ) -> None:
-    for key, body in (("bandit", {"seed": 41}), ("algebra", {"seed": 20003, "difficulty": 3}),
-                      ("algebra", {"split": "test", "index": 12})):
+    for key, body in (
+        ("bandit", {"seed": 41}),
+        ("algebra", {"seed": 20003, "difficulty": 3}),
+        ("algebra", {"split": "test", "index": 12}),
+    ):
         assert_same(*both(http, pairs[key], "POST", "/reset", json=body), status=200)
 
 
@@ -331,8 +354,17 @@ def test_stateless_state_shows_base_fields(
     ],
 )
 def test_mcp_endpoint(http: httpx.Client, pairs: dict[str, Pair], body: bytes) -> None:
-    assert_same(*both(http, pairs["counter"], "POST", "/mcp", content=body,
-                      headers={"content-type": "application/json"}), status=200)
+    assert_same(
+        *both(
+            http,
+            pairs["counter"],
+            "POST",
+            "/mcp",
+            content=body,
+            headers={"content-type": "application/json"},
+        ),
+        status=200,
+    )
 
 
 @pytest.mark.parametrize(
@@ -353,7 +385,10 @@ def test_mcp_endpoint(http: httpx.Client, pairs: dict[str, Pair], body: bytes) -
     ],
 )
 def test_odd_request_bodies(
-    http: httpx.Client, pairs: dict[str, Pair], path: str, content: bytes,
+    http: httpx.Client,
+    pairs: dict[str, Pair],
+    path: str,
+    content: bytes,
     request_headers: dict[str, str],
 ) -> None:
     ours, theirs = both(
@@ -366,8 +401,13 @@ def test_odd_request_bodies(
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("HEAD", "/health"), ("OPTIONS", "/schema"), ("GET", "/health?probe=1"),
-     ("GET", "/counter%5Fenv/splits"), ("DELETE", "/counter_env/tasks")],
+    [
+        ("HEAD", "/health"),
+        ("OPTIONS", "/schema"),
+        ("GET", "/health?probe=1"),
+        ("GET", "/counter%5Fenv/splits"),
+        ("DELETE", "/counter_env/tasks"),
+    ],
 )
 def test_methods_queries_and_encoded_paths(
     http: httpx.Client, pairs: dict[str, Pair], method: str, path: str
@@ -385,14 +425,16 @@ def _connection_state_after(base_url: str, body: bytes) -> tuple[bytes, str]:
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(
             b"POST /step HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
         )
         received = b""
         while b"\r\n\r\n" not in received:
             received += sock.recv(65536)
         head, _, rest = received.partition(b"\r\n\r\n")
         length = next(
-            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
             if line.lower().startswith(b"content-length:")
         )
         while len(rest) < length:
@@ -429,10 +471,15 @@ def test_mcp_http_session_lifecycle(http: httpx.Client, pairs: dict[str, Pair]) 
         session_id = created.get("result", {}).get("session_id")
         closed = None
         if session_id:  # always give the slot back
-            closed = http.post(base_url + "/mcp", json={
-                "jsonrpc": "2.0", "method": "openenv/session/close",
-                "params": {"session_id": session_id}, "id": 2,
-            }).json()
+            closed = http.post(
+                base_url + "/mcp",
+                json={
+                    "jsonrpc": "2.0",
+                    "method": "openenv/session/close",
+                    "params": {"session_id": session_id},
+                    "id": 2,
+                },
+            ).json()
         return [sorted(created), sorted(created.get("result", {})), closed and closed["result"]]
 
     pair = pairs["counter"]
@@ -473,8 +520,7 @@ def test_failing_factory_over_http(
 
 @pytest.mark.xfail(strict=True, reason=CONNECTION_CLOSE_500)
 def test_500_response_headers(http: httpx.Client, pairs: dict[str, Pair]) -> None:
-    ours, theirs = both(http, pairs["counter"], "POST", "/step",
-                        json={"action": {"amount": 10**7}})
+    ours, theirs = both(http, pairs["counter"], "POST", "/step", json={"action": {"amount": 10**7}})
     assert ours.status_code == theirs.status_code == 500
 
     def raw(response: httpx.Response) -> list[tuple[bytes, bytes]]:

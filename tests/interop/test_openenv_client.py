@@ -53,7 +53,10 @@ def test_counter_episode(pairs: dict[str, Pair], side: str) -> None:
 
         result = env.step({"amount": 2, "note": "second"})
         assert result.observation == {
-            "metadata": {}, "total": 4, "target": 4, "last_note": "second",
+            "metadata": {},
+            "total": 4,
+            "target": 4,
+            "last_note": "second",
         }
         assert result.reward == 4.0
         assert type(result.reward) is float
@@ -113,9 +116,7 @@ def test_bandit_episode_with_a_recoverable_execution_error(
 
 
 @pytest.mark.parametrize("side", SIDES)
-def test_async_client_and_a_second_episode_on_one_socket(
-    pairs: dict[str, Pair], side: str
-) -> None:
+def test_async_client_and_a_second_episode_on_one_socket(pairs: dict[str, Pair], side: str) -> None:
     async def run() -> list[Any]:
         async with GenericEnvClient(base_url=_url(pairs["counter"], side)) as env:
             first = await env.reset(seed=1)

@@ -55,8 +55,12 @@ def ws_url(base_url: str) -> str:
 
 async def open_session(base_url: str) -> ClientConnection:
     return await connect(
-        ws_url(base_url), proxy=None, ping_interval=None, open_timeout=REPLY_TIMEOUT_S,
-        close_timeout=2, max_size=None,
+        ws_url(base_url),
+        proxy=None,
+        ping_interval=None,
+        open_timeout=REPLY_TIMEOUT_S,
+        close_timeout=2,
+        max_size=None,
     )
 
 

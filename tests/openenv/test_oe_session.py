@@ -309,12 +309,11 @@ def test_keep_alive_sends_periodic_state_while_waiting(start: Start) -> None:
     run(scenario())
 
 
-def test_keep_alive_answers_server_pings(
-    start: Start, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_keep_alive_answers_server_pings(start: Start, caplog: pytest.LogCaptureFixture) -> None:
     """Pings are answered during the pump even when no state exchange is due."""
-    handle = start("counter", environment=StateCountingCounter,
-                   ping_interval=0.05, ping_timeout=0.5)
+    handle = start(
+        "counter", environment=StateCountingCounter, ping_interval=0.05, ping_timeout=0.5
+    )
     caplog.set_level(logging.DEBUG, logger="websockets.client")
     pump_s = 1.2  # > ping_interval + ping_timeout: an unanswered ping would end the session
 

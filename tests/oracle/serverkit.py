@@ -35,6 +35,7 @@ from oracle.runner import ServerHandle
 
 Start = Callable[..., ServerHandle]
 
+
 class TinyEnvironment(Environment):
     """Adds `amount`; 99 is an `ExecutionError`, 13 a plain bug; rewards vary in type."""
 
@@ -147,8 +148,9 @@ def expect_close(ws: ClientConnection, code: int | None = 1000, timeout: float =
         assert received.code == code, received
 
 
-def send_expecting_close(ws: ClientConnection, frame: Frame, code: int,
-                         timeout: float = 30) -> None:
+def send_expecting_close(
+    ws: ClientConnection, frame: Frame, code: int, timeout: float = 30
+) -> None:
     """Send a frame the server refuses by closing; the close may interrupt our send."""
     try:
         send(ws, frame)
@@ -181,7 +183,8 @@ class RawSocket:
         self.sock.sendall(
             f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-            f"Sec-WebSocket-Version: 13\r\n{extra}\r\n".encode())
+            f"Sec-WebSocket-Version: 13\r\n{extra}\r\n".encode()
+        )
         self.buffer = b""
         head = self._read_until(b"\r\n\r\n")
         self.status = int(head.split(b" ", 2)[1])

@@ -38,37 +38,60 @@ KIB = 1024
 
 # -- parsing ---------------------------------------------------------------------------------
 
+
 def test_parse_every_profile() -> None:
-    faults = parse_faults([
-        "drop-after-steps=3", "binary-frame", "oversized-frame", "wrong-response-type",
-        "unsolicited-frame=0.5", "delay-step=0.25", "reflect-authorization",
-        "require-bearer=ORACLE_TOKEN", "identity-drift=2", "nondeterministic-reset",
-        "flaky-capacity=4", "factory-error",
-    ])
+    faults = parse_faults(
+        [
+            "drop-after-steps=3",
+            "binary-frame",
+            "oversized-frame",
+            "wrong-response-type",
+            "unsolicited-frame=0.5",
+            "delay-step=0.25",
+            "reflect-authorization",
+            "require-bearer=ORACLE_TOKEN",
+            "identity-drift=2",
+            "nondeterministic-reset",
+            "flaky-capacity=4",
+            "factory-error",
+        ]
+    )
     assert faults == Faults(
-        drop_after_steps=3, binary_frame=True, oversized_frame=DEFAULT_OVERSIZED_BYTES,
-        wrong_response_type=True, unsolicited_frame=0.5, delay_step=0.25,
-        reflect_authorization=True, require_bearer="ORACLE_TOKEN", identity_drift=2,
-        nondeterministic_reset=True, flaky_capacity=4, factory_error=True)
+        drop_after_steps=3,
+        binary_frame=True,
+        oversized_frame=DEFAULT_OVERSIZED_BYTES,
+        wrong_response_type=True,
+        unsolicited_frame=0.5,
+        delay_step=0.25,
+        reflect_authorization=True,
+        require_bearer="ORACLE_TOKEN",
+        identity_drift=2,
+        nondeterministic_reset=True,
+        flaky_capacity=4,
+        factory_error=True,
+    )
     assert parse_faults(faults.describe()) == faults
     assert parse_faults(["unsolicited-frame"]).unsolicited_frame == DEFAULT_UNSOLICITED_SECONDS
     assert parse_faults(["oversized-frame=600000"]).oversized_frame == 600000
     assert parse_faults([]) == Faults()
 
 
-@pytest.mark.parametrize(("profile", "message"), [
-    ("nope", "unknown fault profile 'nope'"),
-    ("drop-after-steps", "needs a value"),
-    ("drop-after-steps=-1", "expected an integer >= 0"),
-    ("drop-after-steps=1.5", "expected an integer >= 0"),
-    ("flaky-capacity=0", "expected an integer >= 1"),
-    ("oversized-frame=0", "expected an integer >= 1"),
-    ("binary-frame=1", "takes no value"),
-    ("delay-step=fast", "expected seconds"),
-    ("delay-step=nan", "expected seconds"),
-    ("delay-step=-1", "expected seconds"),
-    ("require-bearer=s3cr3t-token!", "NAME of an environment variable"),
-])
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ("nope", "unknown fault profile 'nope'"),
+        ("drop-after-steps", "needs a value"),
+        ("drop-after-steps=-1", "expected an integer >= 0"),
+        ("drop-after-steps=1.5", "expected an integer >= 0"),
+        ("flaky-capacity=0", "expected an integer >= 1"),
+        ("oversized-frame=0", "expected an integer >= 1"),
+        ("binary-frame=1", "takes no value"),
+        ("delay-step=fast", "expected seconds"),
+        ("delay-step=nan", "expected seconds"),
+        ("delay-step=-1", "expected seconds"),
+        ("require-bearer=s3cr3t-token!", "NAME of an environment variable"),
+    ],
+)
 def test_parse_errors_name_the_fix(profile: str, message: str) -> None:
     with pytest.raises(FaultError, match=message):
         parse_faults([profile])
@@ -80,6 +103,7 @@ def test_a_profile_given_twice_is_an_error() -> None:
 
 
 # -- WebSocket faults ------------------------------------------------------------------------
+
 
 def test_drop_after_steps_drops_tcp_without_close_frame(start: Start) -> None:
     server = start(faults=["drop-after-steps=2"])
@@ -126,8 +150,10 @@ def test_wrong_response_type_answers_a_step_with_state(start: Start) -> None:
     with open_ws(server.ws_url) as ws:
         assert ask(ws, RESET)["type"] == "observation"
         reply = ask(ws, STEP)
-        assert reply == {"type": "state", "data": {
-            "episode_id": "episode-3", "step_count": 1, "total": 1}}
+        assert reply == {
+            "type": "state",
+            "data": {"episode_id": "episode-3", "step_count": 1, "total": 1},
+        }
 
 
 def test_unsolicited_frame_arrives_while_idle(start: Start) -> None:
@@ -168,18 +194,25 @@ def test_reflect_authorization_copies_the_header(start: Start) -> None:
 
 
 def test_require_bearer_guards_http_and_the_upgrade(
-        start: Start, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    start: Start, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     token = "s3cr3t-oracle-token"
     monkeypatch.setenv("ORACLE_TEST_TOKEN", token)
     caplog.set_level(logging.DEBUG, logger="uvicorn")
     server = start(faults=["require-bearer=ORACLE_TEST_TOKEN"])
     good = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=server.base_url) as client:
-        for method, path in [("GET", "/health"), ("GET", "/metadata"), ("GET", "/schema"),
-                             ("GET", "/openapi.json"), ("GET", "/list_environments"),
-                             ("POST", "/reset"), ("GET", "/tiny_env/splits"), ("GET", "/nope")]:
-            for headers in ({}, {"Authorization": "Bearer wrong"},
-                            {"Authorization": token}):
+        for method, path in [
+            ("GET", "/health"),
+            ("GET", "/metadata"),
+            ("GET", "/schema"),
+            ("GET", "/openapi.json"),
+            ("GET", "/list_environments"),
+            ("POST", "/reset"),
+            ("GET", "/tiny_env/splits"),
+            ("GET", "/nope"),
+        ]:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
                 reply = client.request(method, path, headers=headers)
                 assert reply.status_code == 401, (path, headers)
                 assert reply.headers["www-authenticate"] == "Bearer"
@@ -193,13 +226,17 @@ def test_require_bearer_guards_http_and_the_upgrade(
     assert server.active_sessions == 0
     with open_ws(server.ws_url, additional_headers=good) as ws:
         assert ask(ws, RESET)["type"] == "observation"
-    server_logs = [record.getMessage() for record in caplog.records
-                   if record.name.startswith(("uvicorn", "oracle"))]
+    server_logs = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith(("uvicorn", "oracle"))
+    ]
     assert not any(token in line for line in server_logs)
 
 
 def test_require_bearer_needs_the_variable_at_startup(
-        start: Start, monkeypatch: pytest.MonkeyPatch) -> None:
+    start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ORACLE_MISSING_TOKEN", raising=False)
     with pytest.raises(FaultError, match="ORACLE_MISSING_TOKEN is unset or empty"):
         start(faults=["require-bearer=ORACLE_MISSING_TOKEN"])
@@ -254,27 +291,38 @@ def test_flaky_capacity_refuses_every_nth_session(start: Start) -> None:
 def test_factory_error_is_the_only_frame(start: Start) -> None:
     server = start(faults=["factory-error"])
     with open_ws(server.ws_url) as ws:
-        assert receive(ws) == {"type": "error", "data": {
-            "message": "Environment factory 'TinyEnvironment' failed to create instance.",
-            "code": "FACTORY_ERROR", "factory_name": "TinyEnvironment"}}
+        assert receive(ws) == {
+            "type": "error",
+            "data": {
+                "message": "Environment factory 'TinyEnvironment' failed to create instance.",
+                "code": "FACTORY_ERROR",
+                "factory_name": "TinyEnvironment",
+            },
+        }
         expect_close(ws, 1000)
     assert server.active_sessions == 0
     base = server.base_url
     for method, path, body in [
-            ("GET", "/metadata", None), ("POST", "/reset", None), ("GET", "/state", None),
-            ("GET", "/tiny_env/splits", None), ("POST", "/tiny_env/tasks", {"split": "a"}),
-            ("POST", "/mcp", {"jsonrpc": "2.0", "method": "tools/list", "id": 1})]:
+        ("GET", "/metadata", None),
+        ("POST", "/reset", None),
+        ("GET", "/state", None),
+        ("GET", "/tiny_env/splits", None),
+        ("POST", "/tiny_env/tasks", {"split": "a"}),
+        ("POST", "/mcp", {"jsonrpc": "2.0", "method": "tools/list", "id": 1}),
+    ]:
         assert httpx.request(method, base + path, json=body).status_code == 500, path
     assert httpx.post(base + "/tiny_env/tasks", json={}).status_code == 422  # checked first
     assert httpx.get(base + "/other/splits").status_code == 404
     assert httpx.get(base + "/health").status_code == 200
     with open_ws(server.ws_url.replace("/ws", "/mcp")) as ws:
         assert json.loads(ws.recv(timeout=5))["error"]["data"] == {
-            "factory_name": "TinyEnvironment"}
+            "factory_name": "TinyEnvironment"
+        }
         expect_close(ws, 1000)
 
 
 # -- no fault leaks a session slot -----------------------------------------------------------
+
 
 def test_disconnect_during_a_delayed_step_frees_the_slot_after_it(start: Start) -> None:
     server = start(faults=["delay-step=0.3"], max_sessions=1)

@@ -51,13 +51,21 @@ def malformed_frames(seed: int = 20260501) -> Iterator[Frame]:
         lambda: dumps(rng.choice([[1, 2], None, 42, "reset", 1.5, True, []])),  # not an object
         lambda: rng.randbytes(rng.randrange(0, 64)),  # binary frame of random bytes
         lambda: dumps({"type": _value(rng), "data": _value(rng)}),  # unknown or odd types
-        lambda: dumps({"type": rng.choice(["reset", "step", "state", "mcp"]),
-                       _junk_text(rng)[:6] or "x": _value(rng)}),  # bad envelopes
+        lambda: dumps(
+            {
+                "type": rng.choice(["reset", "step", "state", "mcp"]),
+                _junk_text(rng)[:6] or "x": _value(rng),
+            }
+        ),  # bad envelopes
         lambda: dumps({"type": "step", "data": {"amount": _value(rng), "note": _value(rng)}}),
         lambda: dumps({"type": "step", "data": _value(rng)}),
         lambda: dumps({"type": "reset", "data": _value(rng)}),
-        lambda: dumps({"type": "mcp", "data": {"jsonrpc": _value(rng), "method": _value(rng),
-                                               "id": _value(rng)}}),
+        lambda: dumps(
+            {
+                "type": "mcp",
+                "data": {"jsonrpc": _value(rng), "method": _value(rng), "id": _value(rng)},
+            }
+        ),
         lambda: "[" * rng.randrange(2000, 50_000),  # deep nesting
         lambda: dumps({"type": "step", "data": {"amount": 1, "note": "\ud800"}}),
         lambda: dumps({"type": "step", "data": {"amount": 1}}),  # a good one
@@ -124,8 +132,13 @@ def test_a_thousand_malformed_frames(start: Start) -> None:
             raise AssertionError(f"connection ended unexpectedly after {frame[:80]!r}") from exc
     driver.finish()
     assert driver.reconnects > 20
-    assert {"INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR", "SESSION_ERROR",
-            "observation"} <= set(driver.codes)
+    assert {
+        "INVALID_JSON",
+        "UNKNOWN_TYPE",
+        "VALIDATION_ERROR",
+        "SESSION_ERROR",
+        "observation",
+    } <= set(driver.codes)
 
     for _ in range(5):  # invalid UTF-8 in a text frame: uvicorn closes with 1007
         raw = RawSocket(server.port)
@@ -139,8 +152,7 @@ def test_a_thousand_malformed_frames(start: Start) -> None:
     assert httpx.get(server.base_url + "/health").json() == {"status": "healthy"}
     with open_ws(server.ws_url) as ws:  # capacity accounting is intact: max_sessions=1 admits
         assert ask(ws, {"type": "reset", "data": {"seed": 5}})["type"] == "observation"
-        assert ask(ws, {"type": "step", "data": {"amount": 3}})["data"]["observation"][
-            "total"] == 3
+        assert ask(ws, {"type": "step", "data": {"amount": 3}})["data"]["observation"]["total"] == 3
         ws.send(json.dumps({"type": "close"}))
         expect_close(ws, 1000)
     wait_until(lambda: server.active_sessions == 0)

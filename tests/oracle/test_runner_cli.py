@@ -57,19 +57,21 @@ def test_single_spec_and_explicit_port() -> None:
     handle.stop()  # idempotent
 
 
-@pytest.mark.parametrize(("config", "error"), [
-    (ServerConfig("nope"), KeyError),
-    (ServerConfig("tiny", environment=TinyEnvironment, faults=["bogus"]), FaultError),
-    (ServerConfig("tiny", environment=TinyEnvironment, max_sessions=0), ValueError),
-])
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        (ServerConfig("nope"), KeyError),
+        (ServerConfig("tiny", environment=TinyEnvironment, faults=["bogus"]), FaultError),
+        (ServerConfig("tiny", environment=TinyEnvironment, max_sessions=0), ValueError),
+    ],
+)
 def test_start_failures_raise(config: ServerConfig, error: type[Exception]) -> None:
     with pytest.raises(error):
         start_server(config)
 
 
 def test_handles_are_independent() -> None:
-    handles = [start_server(ServerConfig("tiny", environment=TinyEnvironment))
-               for _ in range(3)]
+    handles = [start_server(ServerConfig("tiny", environment=TinyEnvironment)) for _ in range(3)]
     try:
         handles[0].stop()
         assert httpx.get(handles[1].base_url + "/health").status_code == 200
@@ -81,6 +83,7 @@ def test_handles_are_independent() -> None:
 
 
 # -- CLI -------------------------------------------------------------------------------------
+
 
 def test_cli_list_json() -> None:
     result = CliRunner().invoke(app, ["oracle", "list", "--json"])
@@ -102,14 +105,19 @@ def test_cli_list_table() -> None:
     assert "arm: integer" in result.output
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["oracle", "serve", "nope"], "kiln-verify oracle list"),
-    (["oracle", "serve", "counter", "--fault", "bogus"], "unknown fault profile"),
-    (["oracle", "serve", "counter", "--fault", "delay-step"], "needs a value"),
-    (["oracle", "serve", "counter", "--fault", "require-bearer=ORACLE_CLI_UNSET_VAR"],
-     "ORACLE_CLI_UNSET_VAR is unset"),
-    (["oracle", "serve", "counter", "--max-sessions", "0"], "max-sessions"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["oracle", "serve", "nope"], "kiln-verify oracle list"),
+        (["oracle", "serve", "counter", "--fault", "bogus"], "unknown fault profile"),
+        (["oracle", "serve", "counter", "--fault", "delay-step"], "needs a value"),
+        (
+            ["oracle", "serve", "counter", "--fault", "require-bearer=ORACLE_CLI_UNSET_VAR"],
+            "ORACLE_CLI_UNSET_VAR is unset",
+        ),
+        (["oracle", "serve", "counter", "--max-sessions", "0"], "max-sessions"),
+    ],
+)
 def test_cli_usage_errors_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
     assert result.exit_code == 2
@@ -117,10 +125,17 @@ def test_cli_usage_errors_exit_2(args: list[str], message: str) -> None:
 
 
 def _serve_subprocess(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    command = [sys.executable, "-c", "from kiln_verify.cli import main; main()",
-               "oracle", "serve", *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    command = [
+        sys.executable,
+        "-c",
+        "from kiln_verify.cli import main; main()",
+        "oracle",
+        "serve",
+        *args,
+    ]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def _first_line(process: subprocess.Popen[str], timeout: float = 30) -> str:
@@ -135,8 +150,17 @@ def _first_line(process: subprocess.Popen[str], timeout: float = 30) -> str:
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_cli_serve_prints_its_url_and_stops_cleanly(stop_signal: signal.Signals) -> None:
-    process = _serve_subprocess("counter", "--port", "0", "--max-sessions", "1",
-                                "--fault", "delay-step=0", "--ping-interval", "5")
+    process = _serve_subprocess(
+        "counter",
+        "--port",
+        "0",
+        "--max-sessions",
+        "1",
+        "--fault",
+        "delay-step=0",
+        "--ping-interval",
+        "5",
+    )
     try:
         match = URL.fullmatch(_first_line(process))
         assert match, "expected exactly the base URL on the first line"

@@ -40,9 +40,14 @@ def step(amount: Any, **extra: Any) -> dict[str, Any]:
 def test_episode_frames_have_openenv_shapes(tiny: ServerHandle) -> None:
     with open_ws(tiny.ws_url) as ws:
         reset = ask(ws, RESET)
-        assert reset == {"type": "observation", "data": {
-            "observation": {"metadata": {}, "total": 0, "input_text": "total is 0", "note": ""},
-            "reward": None, "done": False}}
+        assert reset == {
+            "type": "observation",
+            "data": {
+                "observation": {"metadata": {}, "total": 0, "input_text": "total is 0", "note": ""},
+                "reward": None,
+                "done": False,
+            },
+        }
         # reward keeps its JSON type over WebSocket: bool, int, float
         assert ask(ws, step(1))["data"]["reward"] is True
         assert ask(ws, step(2, note="n"))["data"]["reward"] == 2
@@ -51,7 +56,9 @@ def test_episode_frames_have_openenv_shapes(tiny: ServerHandle) -> None:
         assert third["data"]["reward"] == 6.0
         assert third["data"]["observation"]["note"] == ""
         assert ask(ws, {"type": "state"}) == {
-            "type": "state", "data": {"episode_id": "ep-1", "step_count": 3, "total": 6}}
+            "type": "state",
+            "data": {"episode_id": "ep-1", "step_count": 3, "total": 6},
+        }
         done = ask(ws, step(4))
         assert done["data"]["done"] is True
         assert ask(ws, step(5))["data"] == {**done["data"], "reward": None}  # frozen terminal
@@ -86,7 +93,10 @@ def test_many_episodes_on_one_socket(tiny: ServerHandle) -> None:
             for _ in range(3):
                 ask(ws, step(3))
             assert ask(ws, {"type": "state"})["data"] == {
-                "episode_id": f"e{episode}", "step_count": 3, "total": 9}
+                "episode_id": f"e{episode}",
+                "step_count": 3,
+                "total": 9,
+            }
 
 
 def test_close_gets_no_reply_and_close_1000(tiny: ServerHandle) -> None:
@@ -98,18 +108,25 @@ def test_close_gets_no_reply_and_close_1000(tiny: ServerHandle) -> None:
 
 
 RECOVERABLE: list[tuple[str, Any, str, str]] = [
-    ("invalid json", "{bad", "INVALID_JSON",
-     "Invalid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    (
+        "invalid json",
+        "{bad",
+        "INVALID_JSON",
+        "Invalid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+    ),
     ("empty frame", "", "INVALID_JSON", "Invalid JSON: Expecting value: line 1 column 1 (char 0)"),
     ("unknown type", {"type": "Reset"}, "UNKNOWN_TYPE", "Unknown message type: Reset"),
     ("missing type", {"data": {}}, "UNKNOWN_TYPE", "Unknown message type: "),
     ("null type", {"type": None}, "UNKNOWN_TYPE", "Unknown message type: None"),
-    ("reset data not object", {"type": "reset", "data": [1]}, "VALIDATION_ERROR",
-     "Invalid message"),
+    (
+        "reset data not object",
+        {"type": "reset", "data": [1]},
+        "VALIDATION_ERROR",
+        "Invalid message",
+    ),
     ("step without data", {"type": "step"}, "VALIDATION_ERROR", "Invalid message"),
     ("unknown action key", step(1, bogus=2), "VALIDATION_ERROR", "Invalid message"),
-    ("missing action field", {"type": "step", "data": {}}, "VALIDATION_ERROR",
-     "Invalid message"),
+    ("missing action field", {"type": "step", "data": {}}, "VALIDATION_ERROR", "Invalid message"),
     ("bool is not an integer", step(True), "VALIDATION_ERROR", "Invalid message"),
     ("float is not an integer", step(2.0), "VALIDATION_ERROR", "Invalid message"),
     ("metadata not an object", step(1, metadata=[]), "VALIDATION_ERROR", "Invalid message"),
@@ -118,21 +135,30 @@ RECOVERABLE: list[tuple[str, Any, str, str]] = [
     ("extra envelope key", {**RESET, "id": 7}, "VALIDATION_ERROR", "Invalid message"),
     ("execution error", step(99), "EXECUTION_ERROR", "amount 99 is out of range"),
     ("environment bug", step(13), "EXECUTION_ERROR", "unlucky thirteen"),
-    ("bad seed", {"type": "reset", "data": {"seed": "abc"}}, "EXECUTION_ERROR",
-     "seed must be a non-negative integer"),
+    (
+        "bad seed",
+        {"type": "reset", "data": {"seed": "abc"}},
+        "EXECUTION_ERROR",
+        "seed must be a non-negative integer",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("frame", "code", "message"),
-                         [case[1:] for case in RECOVERABLE], ids=[c[0] for c in RECOVERABLE])
-def test_recoverable_errors_keep_the_session(tiny: ServerHandle, frame: Any, code: str,
-                                             message: str) -> None:
+@pytest.mark.parametrize(
+    ("frame", "code", "message"),
+    [case[1:] for case in RECOVERABLE],
+    ids=[c[0] for c in RECOVERABLE],
+)
+def test_recoverable_errors_keep_the_session(
+    tiny: ServerHandle, frame: Any, code: str, message: str
+) -> None:
     with open_ws(tiny.ws_url) as ws:
         reply = ask(ws, frame)
         assert error_code(reply) == code
         assert reply["data"]["message"] == message
-        expected_keys = {"message", "code", "errors"} if code == "VALIDATION_ERROR" else {
-            "message", "code"}
+        expected_keys = (
+            {"message", "code", "errors"} if code == "VALIDATION_ERROR" else {"message", "code"}
+        )
         assert set(reply["data"]) == expected_keys
         assert ask(ws, RESET)["type"] == "observation"  # same socket still serves
 
@@ -149,8 +175,13 @@ def test_validation_error_lists_pydantic_errors(tiny: ServerHandle) -> None:
 
 
 def _err(kind: str, loc: list[Any], msg: str, value: Any) -> dict[str, Any]:
-    return {"type": kind, "loc": loc, "msg": msg, "input": value,
-            "url": f"https://errors.pydantic.dev/2.14/v/{kind}"}
+    return {
+        "type": kind,
+        "loc": loc,
+        "msg": msg,
+        "input": value,
+        "url": f"https://errors.pydantic.dev/2.14/v/{kind}",
+    }
 
 
 TERMINAL: list[tuple[str, Any, str]] = [
@@ -161,14 +192,18 @@ TERMINAL: list[tuple[str, Any, str]] = [
     ("NaN", "NaN", "'float' object has no attribute 'get'"),
     ("binary frame", b'{"type":"reset"}', "'text'"),
     ("deep nesting", "[" * 100_000 + "]" * 100_000, "maximum recursion depth exceeded"),
-    ("unencodable echo", '{"type":"step","data":{"amount":"\\ud800"}}',
-     "Error serializing to JSON: UnicodeEncodeError: 'utf-8' codec can't encode character "
-     "'\\ud800' in position 0: surrogates not allowed"),
+    (
+        "unencodable echo",
+        '{"type":"step","data":{"amount":"\\ud800"}}',
+        "Error serializing to JSON: UnicodeEncodeError: 'utf-8' codec can't encode character "
+        "'\\ud800' in position 0: surrogates not allowed",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("frame", "message"), [c[1:] for c in TERMINAL],
-                         ids=[c[0] for c in TERMINAL])
+@pytest.mark.parametrize(
+    ("frame", "message"), [c[1:] for c in TERMINAL], ids=[c[0] for c in TERMINAL]
+)
 def test_session_errors_are_terminal(tiny: ServerHandle, frame: Any, message: str) -> None:
     with open_ws(tiny.ws_url) as ws:
         ask(ws, RESET)
@@ -196,20 +231,33 @@ def test_mcp_answers_like_a_non_mcp_environment(tiny: ServerHandle) -> None:
 
     with open_ws(tiny.ws_url) as ws:
         assert mcp({"jsonrpc": "2.0", "method": "tools/list", "id": 1}) == {
-            "jsonrpc": "2.0", "id": 1, "error": {
-                "code": -32603, "message": "Environment does not support MCP", "data": None}}
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": -32603, "message": "Environment does not support MCP", "data": None},
+        }
         assert mcp({"jsonrpc": "2.0", "method": "tools/call", "id": "a"})["error"] == {
-            "code": -32602, "message": "Missing 'name' in params", "data": None}
+            "code": -32602,
+            "message": "Missing 'name' in params",
+            "data": None,
+        }
         assert mcp({"jsonrpc": "2.0", "method": "nope"})["error"]["message"] == (
-            "Method not found: nope")
+            "Method not found: nope"
+        )
         assert mcp({"method": 5})["error"]["code"] == -32600
         assert error_code(ask(ws, {"type": "mcp"})) == "VALIDATION_ERROR"
         created = mcp({"jsonrpc": "2.0", "method": "openenv/session/create", "id": 2})
         own = created["result"]["session_id"]  # the socket's own session, as in OpenEnv
-        closed = mcp({"jsonrpc": "2.0", "method": "openenv/session/close", "id": 3,
-                      "params": {"session_id": own}})
+        closed = mcp(
+            {
+                "jsonrpc": "2.0",
+                "method": "openenv/session/close",
+                "id": 3,
+                "params": {"session_id": own},
+            }
+        )
         assert closed["error"]["message"] == (
-            "Cannot close active WebSocket-managed session via MCP method")
+            "Cannot close active WebSocket-managed session via MCP method"
+        )
 
 
 def test_mcp_websocket_route(start: Start) -> None:
@@ -217,21 +265,26 @@ def test_mcp_websocket_route(start: Start) -> None:
     url = server.ws_url.replace("/ws", "/mcp")
     with open_ws(url) as ws:
         send(ws, {"jsonrpc": "2.0", "method": "tools/list", "id": 1})
-        assert ws.recv(timeout=5) == ('{"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, '
-                                      '"message": "Environment does not support MCP", '
-                                      '"data": null}}')
+        assert ws.recv(timeout=5) == (
+            '{"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, '
+            '"message": "Environment does not support MCP", '
+            '"data": null}}'
+        )
         assert server.active_sessions == 1
         parse = json.loads(ask_text(ws, "{bad"))
         assert parse["error"]["message"].startswith("Parse error: Expecting property name")
         with open_ws(url) as refused:  # the slot is taken: one -32000 error, then close
             assert json.loads(refused.recv(timeout=5))["error"] == {
-                "code": -32000, "message": "Server at capacity: 1/1 sessions active. "
+                "code": -32000,
+                "message": "Server at capacity: 1/1 sessions active. "
                 "Cannot accept new connections.",
-                "data": {"active_sessions": 1, "max_sessions": 1}}
+                "data": {"active_sessions": 1, "max_sessions": 1},
+            }
             expect_close(refused, 1000)
         assert json.loads(ask_text(ws, "[1]"))["error"]["message"] == (
             "openenv.core.env_server.mcp_types.JsonRpcRequest() argument after ** must be a "
-            "mapping, not list")
+            "mapping, not list"
+        )
         expect_close(ws, 1000)
     wait_until(lambda: server.active_sessions == 0)
 
@@ -253,12 +306,18 @@ class JsonRpcRequest(BaseModel):
     id: str | int | None = None
 
 
-@pytest.mark.parametrize("request_", [
-    {}, {"method": "m"}, {"jsonrpc": "1.0", "method": 5, "id": [1], "zzz": 1},
-    {"jsonrpc": "2.0", "method": "m", "id": 1.5}, {"jsonrpc": 2.0, "method": None},
-    {"jsonrpc": "2.0", "method": "m", "params": "s" * 80}, {"jsonrpc": "2.0", "method": "m",
-                                                           "id": {"a": "é" * 40}},
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {},
+        {"method": "m"},
+        {"jsonrpc": "1.0", "method": 5, "id": [1], "zzz": 1},
+        {"jsonrpc": "2.0", "method": "m", "id": 1.5},
+        {"jsonrpc": 2.0, "method": None},
+        {"jsonrpc": "2.0", "method": "m", "params": "s" * 80},
+        {"jsonrpc": "2.0", "method": "m", "id": {"a": "é" * 40}},
+    ],
+)
 def test_mcp_invalid_request_text_matches_pydantic(request_: dict[str, Any]) -> None:
     with pytest.raises(ValidationError) as info:
         JsonRpcRequest.model_validate(request_)
@@ -303,30 +362,44 @@ class StateMessage(_Message):
 
 
 ACTIONS: list[dict[str, Any]] = [
-    {}, {"amount": 1}, {"amount": True}, {"amount": "5"}, {"amount": 5.0}, {"amount": None},
-    {"amount": 1, "note": None}, {"amount": 1, "note": 3}, {"amount": [1], "note": True},
-    {"note": 7, "x": 1, "amount": "a", "metadata": 3, "b": 2}, {"amount": 1, "metadata": {}},
-    {"amount": 10**30}, {"metadata": None, "zz": {"deep": [1]}},
+    {},
+    {"amount": 1},
+    {"amount": True},
+    {"amount": "5"},
+    {"amount": 5.0},
+    {"amount": None},
+    {"amount": 1, "note": None},
+    {"amount": 1, "note": 3},
+    {"amount": [1], "note": True},
+    {"note": 7, "x": 1, "amount": "a", "metadata": 3, "b": 2},
+    {"amount": 1, "metadata": {}},
+    {"amount": 10**30},
+    {"metadata": None, "zz": {"deep": [1]}},
 ]
 
 
 @pytest.mark.parametrize("action", ACTIONS)
 def test_action_errors_match_pydantic(action: dict[str, Any]) -> None:
     assert _normalised(action_errors(TaskEnvironment.action_fields, action)) == _pydantic(
-        TinyAction, action)
+        TinyAction, action
+    )
 
 
-@pytest.mark.parametrize(("model", "data", "message"), [
-    (ResetMessage, "optional", {"type": "reset", "data": [1]}),
-    (ResetMessage, "optional", {"type": "reset", "x": 1, "data": None, "y": 2}),
-    (StepMessage, "required", {"type": "step"}),
-    (StepMessage, "required", {"x": 1, "type": "step"}),
-    (StepMessage, "required", {"type": "step", "data": 3, "z": None}),
-    (StateMessage, "forbidden", {"type": "state", "data": {}}),
-    (StateMessage, "forbidden", {"type": "state"}),
-])
-def test_envelope_errors_match_pydantic(model: type[BaseModel], data: str,
-                                        message: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("model", "data", "message"),
+    [
+        (ResetMessage, "optional", {"type": "reset", "data": [1]}),
+        (ResetMessage, "optional", {"type": "reset", "x": 1, "data": None, "y": 2}),
+        (StepMessage, "required", {"type": "step"}),
+        (StepMessage, "required", {"x": 1, "type": "step"}),
+        (StepMessage, "required", {"type": "step", "data": 3, "z": None}),
+        (StateMessage, "forbidden", {"type": "state", "data": {}}),
+        (StateMessage, "forbidden", {"type": "state"}),
+    ],
+)
+def test_envelope_errors_match_pydantic(
+    model: type[BaseModel], data: str, message: dict[str, Any]
+) -> None:
     assert _normalised(envelope_errors(message, data=data)) == _pydantic(model, message)
 
 
@@ -403,10 +476,16 @@ def test_capacity_with_one_session(start: Start) -> None:
         ask(first, RESET)
         with open_ws(server.ws_url) as second:  # the upgrade itself succeeds
             reply = receive(second)
-            assert reply == {"type": "error", "data": {
-                "message": "Server at capacity: 1/1 sessions active. "
-                           "Cannot accept new connections.",
-                "code": "CAPACITY_REACHED", "active_sessions": 1, "max_sessions": 1}}
+            assert reply == {
+                "type": "error",
+                "data": {
+                    "message": "Server at capacity: 1/1 sessions active. "
+                    "Cannot accept new connections.",
+                    "code": "CAPACITY_REACHED",
+                    "active_sessions": 1,
+                    "max_sessions": 1,
+                },
+            }
             expect_close(second, 1000)
         assert ask(first, step(1))["type"] == "observation"
     wait_until(lambda: server.active_sessions == 0)
@@ -426,7 +505,10 @@ def test_counter_follows_the_kiln_interop_script(start: Start) -> None:
         last = ask(ws, step(2, note="second"))["data"]
         assert (last["observation"]["total"], last["reward"], last["done"]) == (4, 4.0, True)
         assert ask(ws, {"type": "state"})["data"] == {
-            "episode_id": "kiln-interop", "step_count": 2, "total": 4}
+            "episode_id": "kiln-interop",
+            "step_count": 2,
+            "total": 4,
+        }
 
 
 def test_bandit_execution_error_is_recoverable(start: Start) -> None:

@@ -12,9 +12,23 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def test_client_overhead_runs() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.client_overhead",
-         "--episodes", "3", "--steps", "2", "--rounds", "2", "--json"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.client_overhead",
+            "--episodes",
+            "3",
+            "--steps",
+            "2",
+            "--rounds",
+            "2",
+            "--json",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)

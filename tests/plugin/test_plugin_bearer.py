@@ -29,8 +29,17 @@ def test_bearer_server_conforms_with_the_credential(
     handle = fault_server("counter", [f"require-bearer={TOKEN_ENV}"])
     path = pytester.path / "bearer.json"
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "-rA", "-vv", "--kiln-openenv-url", handle.base_url,
-        "--kiln-credential-env", TOKEN_ENV, "--kiln-report", str(path), *CONFORMANCE,
+        "-p",
+        "kiln",
+        "-rA",
+        "-vv",
+        "--kiln-openenv-url",
+        handle.base_url,
+        "--kiln-credential-env",
+        TOKEN_ENV,
+        "--kiln-report",
+        str(path),
+        *CONFORMANCE,
     )
     assert result.ret == 0, result.stdout.str()
     assert not [line for line in result.outlines if line.startswith("FAILED")]
@@ -52,21 +61,33 @@ def test_bearer_server_without_the_credential_fails(
     handle = fault_server("counter", [f"require-bearer={TOKEN_ENV}"])
     path = pytester.path / "anonymous.json"
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "-rA", "--kiln-openenv-url", handle.base_url,
-        "--kiln-report", str(path), *CONFORMANCE,
+        "-p",
+        "kiln",
+        "-rA",
+        "--kiln-openenv-url",
+        handle.base_url,
+        "--kiln-report",
+        str(path),
+        *CONFORMANCE,
     )
     assert result.ret == 1
     report = load_report(path)
     found = {case: verdict for (_, case), verdict in verdicts(report).items()}
-    for case_id in ("health.status-200", "discovery.metadata-shape", "discovery.schema-shape",
-                    "schema.action-valid-json-schema"):
+    for case_id in (
+        "health.status-200",
+        "discovery.metadata-shape",
+        "discovery.schema-shape",
+        "schema.action-valid-json-schema",
+    ):
         assert found[case_id] == "FAILED", (case_id, found)
         result.stdout.fnmatch_lines([f"FAILED *test_conformance[[]{handle.base_url}-{case_id}[]]*"])
     for case_id in ("discovery.list-environments", "discovery.openapi", "discovery.identity"):
         assert found[case_id] == "NON-STRICT", (case_id, found)
     assert [row["detail"] for row in report["results"] if row["case"] == "health.status-200"] == [
-        "GET /health answered HTTP 401, expected 200"]
+        "GET /health answered HTTP 401, expected 200"
+    ]
     # every MUST case needs the server, so none passes without the credential
     assert {c.id for c in CASES if c.level is Level.MUST} == {
-        case for case, verdict in found.items() if verdict == "FAILED"}
+        case for case, verdict in found.items() if verdict == "FAILED"
+    }
     _assert_token_absent(result, report, path.read_text(encoding="utf-8"))

@@ -23,9 +23,16 @@ def test_inventory_ids_are_stable_and_well_formed() -> None:
         assert case.id == case.id.lower()
         assert case.clause.startswith(("openenv-wire-protocol.md §", "kiln-openenv-contract.md"))
         assert "should" not in case.requirement.lower()
-    for required in ("health.status-200", "ws.step-observation", "error.session-error-non-object",
-                     "capacity.capacity-reached", "determinism.reset-same-seed", "ws.ping",
-                     "task-api.catalog-or-501", "post-done.frozen"):
+    for required in (
+        "health.status-200",
+        "ws.step-observation",
+        "error.session-error-non-object",
+        "capacity.capacity-reached",
+        "determinism.reset-same-seed",
+        "ws.ping",
+        "task-api.catalog-or-501",
+        "post-done.frozen",
+    ):
         assert required in CASE_IDS
     assert CASES_BY_ID["determinism.reset-same-seed"].level is Level.SHOULD
 
@@ -33,8 +40,13 @@ def test_inventory_ids_are_stable_and_well_formed() -> None:
 def test_must_cases_pass_on_several_oracles(pytester: pytest.Pytester) -> None:
     report = pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "--kiln-oracle", "counter,bandit,algebra,dyna",
-        "--kiln-report", str(report), *CONFORMANCE,
+        "-p",
+        "kiln",
+        "--kiln-oracle",
+        "counter,bandit,algebra,dyna",
+        "--kiln-report",
+        str(report),
+        *CONFORMANCE,
     )
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*kiln conformance: * OK, 0 NON-STRICT, 0 FAILED*"])
@@ -42,7 +54,11 @@ def test_must_cases_pass_on_several_oracles(pytester: pytest.Pytester) -> None:
     assert data["format"] == REPORT_FORMAT
     assert data["conforming"] is True
     assert [e["id"] for e in data["endpoints"]] == [
-        "oracle-algebra", "oracle-bandit", "oracle-counter", "oracle-dyna"]
+        "oracle-algebra",
+        "oracle-bandit",
+        "oracle-counter",
+        "oracle-dyna",
+    ]
     found = verdicts(data)
     assert len(found) == 4 * len(CASES)
     for endpoint in ("oracle-counter", "oracle-bandit", "oracle-algebra", "oracle-dyna"):
@@ -60,17 +76,24 @@ def test_full_inventory_has_no_failed_must(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*0 NON-STRICT, 0 FAILED*"])
 
 
-def test_fault_profiles_fail_the_right_cases(
-    pytester: pytest.Pytester, fault_server: Any
-) -> None:
+def test_fault_profiles_fail_the_right_cases(pytester: pytest.Pytester, fault_server: Any) -> None:
     binary = fault_server("bandit", ["binary-frame"])
     wrong = fault_server("counter", ["wrong-response-type"])
     nondet = fault_server("bandit", ["nondeterministic-reset"])
     report = pytester.path / "faults.json"
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "-rf", "--kiln-report", str(report),
-        "--kiln-openenv-url", binary.base_url, "--kiln-openenv-url", wrong.base_url,
-        "--kiln-openenv-url", nondet.base_url, *CONFORMANCE,
+        "-p",
+        "kiln",
+        "-rf",
+        "--kiln-report",
+        str(report),
+        "--kiln-openenv-url",
+        binary.base_url,
+        "--kiln-openenv-url",
+        wrong.base_url,
+        "--kiln-openenv-url",
+        nondet.base_url,
+        *CONFORMANCE,
     )
     assert result.ret == 1
     found = verdicts(load_report(report))
@@ -84,7 +107,8 @@ def test_fault_profiles_fail_the_right_cases(
     assert not [v for (ep, _), v in found.items() if ep == nondet.base_url and v == "FAILED"]
     # the NON-STRICT case is still a passing pytest test
     assert f"{nondet.base_url}-determinism" not in "".join(
-        line for line in result.outlines if line.startswith("FAILED"))
+        line for line in result.outlines if line.startswith("FAILED")
+    )
     outcomes = result.parseoutcomes()
     assert outcomes["failed"] == 4
     result.stdout.fnmatch_lines(["*kiln conformance: * OK, * NON-STRICT, 4 FAILED*"])
@@ -100,8 +124,15 @@ def test_capacity_case_against_a_one_session_server(fault_server: Any) -> None:
 def test_unreachable_endpoint_fails_must_cases(pytester: pytest.Pytester) -> None:
     report = pytester.path / "down.json"
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "--kiln-openenv-url", "http://127.0.0.1:9", "--kiln-report", str(report),
-        "-k", "health or discovery.openapi", *CONFORMANCE,
+        "-p",
+        "kiln",
+        "--kiln-openenv-url",
+        "http://127.0.0.1:9",
+        "--kiln-report",
+        str(report),
+        "-k",
+        "health or discovery.openapi",
+        *CONFORMANCE,
     )
     assert result.ret == 1
     found = verdicts(load_report(report))
@@ -111,7 +142,8 @@ def test_unreachable_endpoint_fails_must_cases(pytester: pytest.Pytester) -> Non
 
 def test_report_section_is_attached(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "--kiln-oracle", "counter", "-rA", "-k", "health", *CONFORMANCE)
+        "-p", "kiln", "--kiln-oracle", "counter", "-rA", "-k", "health", *CONFORMANCE
+    )
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*kiln*", "health.status-200 [[]MUST, *[]] on oracle-counter: OK"])
 
@@ -120,7 +152,8 @@ def test_report_path_that_exists_is_a_usage_error(pytester: pytest.Pytester) -> 
     existing: Path = pytester.path / "exists.json"
     existing.write_text("{}", encoding="utf-8")
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "--kiln-oracle", "counter", "--kiln-report", str(existing), *CONFORMANCE)
+        "-p", "kiln", "--kiln-oracle", "counter", "--kiln-report", str(existing), *CONFORMANCE
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--kiln-report*already exists*remove it or choose a new path*"])
     assert existing.read_text(encoding="utf-8") == "{}"

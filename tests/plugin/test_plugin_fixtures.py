@@ -57,11 +57,13 @@ def test_fixtures_and_marker(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     result = pytester.runpytest_subprocess("-p", "kiln", "--kiln-oracle", "counter,bandit", "-v")
     result.assert_outcomes(passed=6)
-    result.stdout.fnmatch_lines([
-        "*test_endpoint_and_client[[]oracle-counter[]] PASSED*",
-        "*test_endpoint_and_client[[]oracle-bandit[]] PASSED*",
-        "*test_marker[[]oracle-counter-max1+binary-frame[]] PASSED*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_endpoint_and_client[[]oracle-counter[]] PASSED*",
+            "*test_endpoint_and_client[[]oracle-bandit[]] PASSED*",
+            "*test_marker[[]oracle-counter-max1+binary-frame[]] PASSED*",
+        ]
+    )
 
 
 def test_no_endpoint_skips_with_the_fix(pytester: pytest.Pytester) -> None:

@@ -28,13 +28,15 @@ def test_importing_the_plugin_imports_nothing_heavy() -> None:
 def test_a_plain_run_with_the_plugin_loaded_stays_lazy(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(textwrap.dedent(f"""
+    pytester.makepyfile(
+        textwrap.dedent(f"""
         import sys
 
         def test_nothing_heavy_loaded(request):
             assert request.config.pluginmanager.hasplugin("kiln")
             assert [m for m in {HEAVY!r} if m in sys.modules] == []
-    """))
+    """)
+    )
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_subprocess("-p", "kiln")
     result.assert_outcomes(passed=1)
@@ -45,10 +47,15 @@ def test_autoload_off_with_p_kiln(
 ) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_subprocess(
-        "-p", "kiln", "--kiln-oracle", "counter", "-k", "health", *CONFORMANCE)
+        "-p", "kiln", "--kiln-oracle", "counter", "-k", "health", *CONFORMANCE
+    )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["kiln: endpoints=oracle-counter; report=none",
-                                 "kiln conformance: 1 OK, 0 NON-STRICT, 0 FAILED"])
+    result.stdout.fnmatch_lines(
+        [
+            "kiln: endpoints=oracle-counter; report=none",
+            "kiln conformance: 1 OK, 0 NON-STRICT, 0 FAILED",
+        ]
+    )
 
 
 def test_autoload_off_without_p_kiln_has_no_options(
@@ -64,14 +71,13 @@ def test_autoload_on_registers_the_entry_point(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    result = pytester.runpytest_subprocess("--kiln-oracle", "counter", "-k", "ws.state",
-                                           *CONFORMANCE)
+    result = pytester.runpytest_subprocess(
+        "--kiln-oracle", "counter", "-k", "ws.state", *CONFORMANCE
+    )
     result.assert_outcomes(passed=1)
 
 
-def test_p_no_kiln_disables_it(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_p_no_kiln_disables_it(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     result = pytester.runpytest_subprocess("-p", "no:kiln", "--kiln-oracle", "counter")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -80,10 +86,16 @@ def test_p_no_kiln_disables_it(
 
 def test_help_lists_the_kiln_group(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "kiln", "--help")
-    result.stdout.fnmatch_lines([
-        "kiln OpenEnv conformance:", "*--kiln-openenv-url=URL*", "*--kiln-oracle=NAMES*",
-        "*--kiln-credential-env=NAME*", "*--kiln-report=PATH*", "*kiln_openenv_urls (linelist)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "kiln OpenEnv conformance:",
+            "*--kiln-openenv-url=URL*",
+            "*--kiln-oracle=NAMES*",
+            "*--kiln-credential-env=NAME*",
+            "*--kiln-report=PATH*",
+            "*kiln_openenv_urls (linelist)*",
+        ]
+    )
 
 
 def test_unknown_oracle_name_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -109,13 +121,15 @@ def test_bad_url_is_a_usage_error(pytester: pytest.Pytester) -> None:
     ],
 )
 def test_bad_marker_is_a_usage_error(pytester: pytest.Pytester, marker: str, message: str) -> None:
-    pytester.makepyfile(textwrap.dedent(f"""
+    pytester.makepyfile(
+        textwrap.dedent(f"""
         import pytest
 
         @pytest.mark.kiln({marker})
         def test_x(openenv_endpoint):
             pass
-    """))
+    """)
+    )
     result = pytester.runpytest_subprocess("-p", "kiln")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
