@@ -107,6 +107,32 @@ MAX_GENERATION_BACKEND_BYTES: Final = 64
 MAX_KERNEL_VERSIONS: Final = 64
 """Kernel versions (at least 1), and compiled features, in execution provenance (each)."""
 
+# --- HF/TRL export and verification (kiln_verify.hf.export, kiln_verify.hf.verify) --------
+
+MAX_TOKENIZER_BYTES: Final = 512 * MiB
+"""A model's (and a bundle's) ``tokenizer.json`` (kiln-hf-trl-contract §7, runner bound)."""
+
+MAX_CHAT_TEMPLATE_BYTES: Final = 16 * MiB
+"""One chat template, inference or training (kiln-hf-trl-contract §7)."""
+
+MAX_MODEL_CONFIG_BYTES: Final = 4 * MiB
+"""A model's ``config.json`` (a few KiB honestly; same bound as a manifest)."""
+
+MAX_SFT_RECEIPT_BYTES: Final = 512 * MiB
+"""``sft_ingestion.json`` (one hash per row; the runner's bound)."""
+
+MAX_SFT_ROW_BYTES: Final = 256 * MiB
+"""One SFT ``train.jsonl`` row including its LF (the GRPO row bound)."""
+
+MAX_SFT_DATASET_BYTES: Final = 64 * GiB
+"""An SFT messages JSONL file read by ``hf export-sft`` (the GRPO dataset bound)."""
+
+MAX_SPLIT_MANIFEST_BYTES: Final = 4 * MiB
+"""``split_manifest.json`` (a JSON object; the manifest bound)."""
+
+MAX_ADAPTER_CONFIG_BYTES: Final = 1 * MiB
+"""An input adapter's ``adapter_config.json`` / ``adapter_manifest.json`` (import cap, §7)."""
+
 # --- OpenEnv wire (kiln-openenv-contract §8.1) ------------------------------------------
 
 MAX_DISCOVERY_BODY_BYTES: Final = 2 * MiB
@@ -217,6 +243,16 @@ MAX_MODEL_FILE_BYTES: Final = 64 * GiB
 
 MAX_MODEL_FILES: Final = 4096
 """Regular files in a local model directory hashed for the behaviour-policy identity."""
+
+# --- safetensors headers and PEFT adapters (kiln_verify.core.safetensors_header,
+# kiln_verify.hf.adapter_check; kiln-hf-trl-contract §5.8, §7) ----------------------------
+
+MAX_SAFETENSORS_HEADER_BYTES: Final = 16 * MiB
+"""A safetensors JSON header (the length prefix's value; it must also lie within the file)."""
+
+MAX_LORA_RANK: Final = 65536
+"""Largest accepted LoRA ``r``. Kiln only requires ``r > 0``; this bound is far above any
+real adapter (ranks are ≤ a projection's width) and keeps shape arithmetic small."""
 
 # --- archives (kiln_verify.core.safe_tar; kiln-hf-trl-contract §1.3, §5.8, §7) -----------
 

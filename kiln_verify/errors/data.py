@@ -77,6 +77,15 @@ class RecordInvalid(KilnError):
     default_hint = "regenerate the document with a writer for this record version"
 
 
+class SafetensorsInvalid(KilnError):
+    """A safetensors file's header is not a well-formed, self-consistent tensor index."""
+
+    code = "safetensors_invalid"
+    default_hint = (
+        "the file is not a valid safetensors file; re-save it with the safetensors library"
+    )
+
+
 class RecordSchemaUnsupported(KilnError):
     """A record's ``schema`` string names a record type or version we do not read."""
 

@@ -32,3 +32,48 @@ class AdapterUnloadable(HfError):
 
     code = "adapter_unloadable"
     default_hint = "train the adapter against this model with supported target modules"
+
+
+class HfBundleExtraFile(HfError):
+    """A bundle directory holds a file (or entry) that its manifests do not declare."""
+
+    code = "hf_bundle_extra_file"
+    default_hint = "a bundle holds exactly its declared files; remove the extra entry or re-export"
+
+
+class HfBundleMissingFile(HfError):
+    """A file the bundle's manifests declare is absent."""
+
+    code = "hf_bundle_missing_file"
+    default_hint = "the bundle is incomplete; extract or export it again"
+
+
+class HfExportInvalid(HfError):
+    """An export input (model directory, dataset, adapter, name) cannot make a valid bundle."""
+
+    code = "hf_export_invalid"
+    default_hint = "fix the named input and export again"
+
+
+class HfSftRowRejected(HfError):
+    """An SFT row failed admission under ``--invalid-row-policy fail`` (or none was kept)."""
+
+    code = "hf_sft_row_rejected"
+    default_hint = "fix the row, or pass --invalid-row-policy skip to record and skip it"
+
+
+class HfTrainingTemplateUnderivable(HfError):
+    """No TRL training template with ``{% generation %}`` blocks could be derived or read."""
+
+    code = "hf_training_template_underivable"
+    default_hint = (
+        "pass --training-template FILE: the model's chat template with each assistant "
+        "reply wrapped in {% generation %} ... {% endgeneration %}"
+    )
+
+
+class HfGrpoCorpusInvalid(HfError):
+    """A GRPO corpus breaks a corpus-level rule (width, behaviour policy, identities, bytes)."""
+
+    code = "hf_grpo_corpus_invalid"
+    default_hint = "record the corpus again against the exported model and tokenizer"
