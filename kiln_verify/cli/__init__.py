@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kiln_verify import __version__
+from kiln_verify.cli.hf_cmd import hf_app
 from kiln_verify.cli.openenv_cmd import openenv_app
 from kiln_verify.cli.oracle_cmd import oracle_app
 
@@ -17,6 +18,7 @@ app = typer.Typer(
 )
 app.add_typer(oracle_app, name="oracle")
 app.add_typer(openenv_app, name="openenv")
+app.add_typer(hf_app, name="hf")
 
 
 def _version_callback(value: bool) -> None:

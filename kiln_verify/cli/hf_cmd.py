@@ -1,0 +1,182 @@
+"""`kiln-verify hf ...`: HF/TRL bundle export and verification (argument parsing only).
+
+Exit 0 on success; 1 with the typed error's code, rule, file and fix; 2 for usage errors.
+``--json`` prints the report (or ``{"error": ...}``) as JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kiln_verify.errors import KilnError
+from kiln_verify.hf.manifest.sft import InvalidRowPolicy
+
+__all__ = ["hf_app"]
+
+hf_app = typer.Typer(
+    help="HF/TRL hand-off: export bundles for external training and verify them.",
+    no_args_is_help=True,
+)
+
+_MODEL = typer.Option(
+    ...,
+    "--model",
+    help="The resident HF model directory (config, tokenizer, chat template, *.safetensors).",
+)
+_NAME = typer.Option(
+    ..., "--name", help="Export name: 1..128 of [A-Za-z0-9_-], first alphanumeric."
+)
+_OUTPUT = typer.Option(
+    None,
+    "--output",
+    help=(
+        "NAME.kiln-hf.tar.gz to create (default ./NAME.kiln-hf.tar.gz); the NAME.kiln-hf/ "
+        "directory is published beside it."
+    ),
+)
+_SPLIT = typer.Option(
+    None, "--split-manifest", help="Optional evaluation split manifest (one JSON object)."
+)
+_TEMPLATE = typer.Option(
+    None,
+    "--training-template",
+    help=(
+        "TRL training template with {% generation %} blocks "
+        "(default: derived from the model's chat template)."
+    ),
+)
+_ADAPTER = typer.Option(
+    None, "--input-adapter", help="Optional PEFT adapter directory training starts from."
+)
+_SERVED = typer.Option(
+    None, "--served-model-id", help="Served model id to record (default: the model directory name)."
+)
+_JSON = typer.Option(False, "--json", help="Print the report (or the error) as JSON.")
+_SFT_FILE = typer.Option(..., "--file", help='SFT messages JSONL ({"messages": [...]} per line).')
+_POLICY = typer.Option(
+    "fail",
+    "--invalid-row-policy",
+    help="fail (abort on the first bad row) or skip (record and skip it).",
+)
+_GRPO_FILE = typer.Option(
+    ..., "--file", help="Canonical compact final-LF JSONL of GRPO groups with rollout provenance."
+)
+_PATH = typer.Argument(..., help="NAME.kiln-hf.tar.gz, or a NAME.kiln-hf bundle directory.")
+_COMPLETED = typer.Option(
+    False,
+    "--completed",
+    help="Require a completed bundle: the pristine set plus exactly the four result files.",
+)
+
+
+def _run(action: Callable[[], dict[str, Any]], as_json: bool) -> None:
+    try:
+        report = action()
+    except KilnError as exc:
+        if as_json:
+            typer.echo(json.dumps({"error": exc.to_dict()}, indent=2, ensure_ascii=False))
+        else:
+            typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False, sort_keys=True))
+    else:
+        for key, value in report.items():
+            typer.echo(f"{key}: {value}")
+
+
+def _output(name: str, output: Path | None) -> Path:
+    return output if output is not None else Path(f"{name}.kiln-hf.tar.gz")
+
+
+@hf_app.command("export-sft")
+def export_sft_command(
+    model: Path = _MODEL,
+    file: Path = _SFT_FILE,
+    name: str = _NAME,
+    invalid_row_policy: str = _POLICY,
+    split_manifest: Path | None = _SPLIT,
+    training_template: Path | None = _TEMPLATE,
+    input_adapter: Path | None = _ADAPTER,
+    served_model_id: str | None = _SERVED,
+    output: Path | None = _OUTPUT,
+    as_json: bool = _JSON,
+) -> None:
+    """Export an immutable, verified SFT bundle and its deterministic archive."""
+    from kiln_verify.errors import UsageError
+    from kiln_verify.hf.export.writer import export_sft
+
+    def action() -> dict[str, Any]:
+        if invalid_row_policy not in ("fail", "skip"):
+            raise UsageError("--invalid-row-policy must be 'fail' or 'skip'")
+        policy: InvalidRowPolicy = "fail" if invalid_row_policy == "fail" else "skip"
+        outcome = export_sft(
+            model=model,
+            dataset=file,
+            name=name,
+            output=_output(name, output),
+            invalid_row_policy=policy,
+            split_manifest=split_manifest,
+            training_template=training_template,
+            input_adapter=input_adapter,
+            served_model_id=served_model_id,
+        )
+        return {
+            "directory": str(outcome.directory),
+            "archive": str(outcome.archive),
+            **outcome.report.to_json(),
+        }
+
+    _run(action, as_json)
+
+
+@hf_app.command("export-grpo")
+def export_grpo_command(
+    model: Path = _MODEL,
+    file: Path = _GRPO_FILE,
+    name: str = _NAME,
+    split_manifest: Path | None = _SPLIT,
+    training_template: Path | None = _TEMPLATE,
+    input_adapter: Path | None = _ADAPTER,
+    served_model_id: str | None = _SERVED,
+    output: Path | None = _OUTPUT,
+    as_json: bool = _JSON,
+) -> None:
+    """Export an immutable, verified recorded-GRPO bundle and its deterministic archive."""
+    from kiln_verify.hf.export.writer import export_grpo
+
+    def action() -> dict[str, Any]:
+        outcome = export_grpo(
+            model=model,
+            dataset=file,
+            name=name,
+            output=_output(name, output),
+            split_manifest=split_manifest,
+            training_template=training_template,
+            input_adapter=input_adapter,
+            served_model_id=served_model_id,
+        )
+        return {
+            "directory": str(outcome.directory),
+            "archive": str(outcome.archive),
+            **outcome.report.to_json(),
+        }
+
+    _run(action, as_json)
+
+
+@hf_app.command("verify")
+def verify_command(
+    path: Path = _PATH,
+    completed: bool = _COMPLETED,
+    as_json: bool = _JSON,
+) -> None:
+    """Verify an export archive or bundle: exact file set, self-digests, every artifact byte."""
+    from kiln_verify.hf.verify import verify_path
+
+    _run(lambda: verify_path(path, completed=completed).to_json(), as_json)

@@ -1,0 +1,421 @@
+"""The export writers: ``NAME.kiln-hf/`` published atomically plus ``NAME.kiln-hf.tar.gz``.
+
+Discipline (kiln-hf-trl-contract §5.8): both targets are refused up front when they exist;
+every file is created new (``O_EXCL``) and fsynced in a private sibling staging directory;
+identities are taken from the staged bytes; the manifest is written last; the complete
+verifier (:func:`kiln_verify.hf.verify.verify_bundle`: exact file set, self-digest, every
+artifact byte, the data checks) runs on the staging directory; publication is one
+no-replace rename plus a parent fsync; the published directory is verified again; the
+deterministic archive (sorted USTAR entries, mtime 0, uid/gid 0, fixed modes, single root
+``NAME.kiln-hf``) is then published no-clobber and verified by extracting it. Any failure
+before publication removes the staging directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from kiln_verify.core.digest import hash_file, identify, sha256_bytes
+from kiln_verify.core.jsonio import loads, loads_object
+from kiln_verify.core.paths import open_regular
+from kiln_verify.core.publish import staged_directory
+from kiln_verify.core.safe_tar import write_tar_gz
+from kiln_verify.errors import (
+    HfExportInvalid,
+    HfIdentityMismatch,
+    HfTrainingTemplateUnderivable,
+    TargetExists,
+    UsageError,
+)
+from kiln_verify.hf.export.model_dir import ModelSnapshot
+from kiln_verify.hf.export.sft import ingest_sft_file, token_checker
+from kiln_verify.hf.export.template import (
+    check_training_template,
+    derive_training_template,
+    has_generation_blocks,
+    native_training_template,
+)
+from kiln_verify.hf.manifest import (
+    ExecutionProvenance,
+    ExportManifest,
+    FileIdentity,
+    ModelProvenance,
+    document_bytes,
+)
+from kiln_verify.hf.manifest.sft import InvalidRowPolicy
+from kiln_verify.hf.runner import environment_lock, reference_script
+from kiln_verify.hf.verify import (
+    ARCHIVE_SUFFIX,
+    BUNDLE_SUFFIX,
+    EXPORT_MANIFEST,
+    BundleReport,
+    GrpoBinding,
+    behaviour_adapter,
+    scan_grpo_corpus,
+    verify_archive,
+    verify_bundle,
+)
+from kiln_verify.limits import (
+    MAX_ADAPTER_CONFIG_BYTES,
+    MAX_CHAT_TEMPLATE_BYTES,
+    MAX_MODEL_FILE_BYTES,
+    MAX_SPLIT_MANIFEST_BYTES,
+)
+
+__all__ = [
+    "EXPORT_NAME_PATTERN",
+    "ExportOutcome",
+    "export_grpo",
+    "export_sft",
+    "plan_targets",
+]
+
+EXPORT_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+"""1..128 ASCII characters, first alphanumeric, then alphanumerics, ``_`` and ``-`` (§7)."""
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    directory: Path
+    archive: Path
+    report: BundleReport
+
+
+def plan_targets(name: str, output: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """``(NAME.kiln-hf directory, NAME.kiln-hf.tar.gz)``; both must not exist yet."""
+    if not isinstance(name, str) or not EXPORT_NAME_PATTERN.fullmatch(name):
+        raise UsageError(
+            "--name must be 1..128 ASCII characters: a letter or digit, then letters, "
+            "digits, '_' or '-'"
+        )
+    archive = Path(output)
+    if archive.name != name + ARCHIVE_SUFFIX:
+        raise UsageError(f"--output must be named {name}{ARCHIVE_SUFFIX}", path=str(archive))
+    if not archive.parent.is_dir():
+        raise UsageError("the output directory does not exist", path=str(archive.parent))
+    directory = archive.parent / (name + BUNDLE_SUFFIX)
+    for target in (archive, directory):
+        if os.path.lexists(target):
+            raise TargetExists(
+                "the export target already exists; exports never replace anything",
+                path=str(target),
+                hint="choose another --name or remove the old export",
+            )
+    return directory, archive
+
+
+def _read_small(path: str | os.PathLike[str], max_bytes: int, what: str) -> bytes:
+    with open_regular(path) as fd, os.fdopen(os.dup(fd), "rb") as stream:
+        data = stream.read(max_bytes + 1)
+    if not data or len(data) > max_bytes:
+        raise HfExportInvalid(f"{what} is empty or larger than {max_bytes} bytes", path=str(path))
+    return data
+
+
+def _templates(
+    snapshot: ModelSnapshot, training_template: str | os.PathLike[str] | None
+) -> tuple[bytes, bytes]:
+    """(TRL template, native template) bytes."""
+    try:
+        inference = snapshot.chat_template.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HfExportInvalid("the chat template is not UTF-8") from None
+    if training_template is None:
+        trl = derive_training_template(inference)
+    else:
+        raw = _read_small(training_template, MAX_CHAT_TEMPLATE_BYTES, "--training-template")
+        try:
+            trl = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise HfTrainingTemplateUnderivable(
+                "--training-template is not UTF-8", path=str(training_template)
+            ) from None
+        if not has_generation_blocks(trl):
+            raise HfTrainingTemplateUnderivable(
+                "--training-template has no {% generation %} ... {% endgeneration %} blocks",
+                path=str(training_template),
+            )
+        check_training_template(trl, inference, derived=False)
+    return trl.encode("utf-8"), native_training_template(trl).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    name: str
+    files: dict[str, Path]
+
+    def behaviour_identity(self) -> dict[str, str]:
+        def ident(relative: str) -> FileIdentity:
+            found = hash_file(self.files[relative], max_bytes=MAX_MODEL_FILE_BYTES)
+            return FileIdentity(
+                relative_path=relative, size_bytes=found.size_bytes, sha256=str(found.sha256)
+            )
+
+        return behaviour_adapter(
+            self.name,
+            ident("input_adapter/adapter_model.safetensors"),
+            ident("input_adapter/adapter_config.json"),
+        )
+
+
+def _input_adapter(directory: str | os.PathLike[str] | None) -> _Adapter | None:
+    if directory is None:
+        return None
+    root = Path(directory)
+    if not root.is_dir() or root.is_symlink():
+        raise HfExportInvalid("--input-adapter is not a real directory", path=str(root))
+    name = root.resolve().name
+    files = {
+        "input_adapter/adapter_config.json": root / "adapter_config.json",
+        "input_adapter/adapter_model.safetensors": root / "adapter_model.safetensors",
+    }
+    config = _read_small(
+        files["input_adapter/adapter_config.json"], MAX_ADAPTER_CONFIG_BYTES, "adapter_config.json"
+    )
+    loads_object(
+        config, max_bytes=MAX_ADAPTER_CONFIG_BYTES, source=str(root / "adapter_config.json")
+    )
+    manifest = root / "adapter_manifest.json"
+    if os.path.lexists(manifest):
+        raw = _read_small(manifest, MAX_ADAPTER_CONFIG_BYTES, "adapter_manifest.json")
+        value = loads_object(raw, max_bytes=MAX_ADAPTER_CONFIG_BYTES, source=str(manifest))
+        recorded = value.get("adapter_name", name)
+        if recorded != name:
+            raise HfExportInvalid(
+                f"adapter_manifest.json names adapter {str(recorded)[:80]!r}, "
+                f"the directory is {name!r}",
+                path=str(manifest),
+            )
+        files["input_adapter/adapter_manifest.json"] = manifest
+    return _Adapter(name, files)
+
+
+def _split_manifest(path: str | os.PathLike[str] | None) -> bytes | None:
+    if path is None:
+        return None
+    data = _read_small(path, MAX_SPLIT_MANIFEST_BYTES, "--split-manifest")
+    if not isinstance(loads(data, max_bytes=MAX_SPLIT_MANIFEST_BYTES, source=str(path)), dict):
+        raise UsageError("--split-manifest must hold one JSON object", path=str(path))
+    return data
+
+
+def _write(
+    directory: Path,
+    archive: Path,
+    files: Mapping[str, bytes | Path],
+    build: Callable[[dict[str, FileIdentity]], ExportManifest],
+) -> ExportOutcome:
+    with staged_directory(directory, dir_mode=0o755, file_mode=0o644) as stage:
+        for relative, content in sorted(files.items()):
+            if isinstance(content, Path):
+                stage.copy_file(relative, content, max_bytes=MAX_MODEL_FILE_BYTES)
+            else:
+                stage.write_bytes(relative, content)
+        identities = {
+            relative: FileIdentity.from_artifact(
+                identify(stage.path, relative, max_bytes=MAX_MODEL_FILE_BYTES)
+            )
+            for relative in files
+        }
+        manifest = build(identities)
+        stage.write_bytes(EXPORT_MANIFEST, document_bytes(manifest))
+        staged = verify_bundle(stage.path)
+        if staged.export_sha256 != manifest.export_sha256:
+            raise HfIdentityMismatch("the staged manifest reads back differently", path=stage.path)
+    published = verify_bundle(directory)
+    write_tar_gz(directory, archive, root_name=directory.name)
+    archived = verify_archive(archive)
+    if not published.export_sha256 == archived.export_sha256 == manifest.export_sha256:
+        raise HfIdentityMismatch(
+            "the archive does not hold the published export", path=str(archive)
+        )
+    return ExportOutcome(directory, archive, published)
+
+
+def _fixed_files(
+    snapshot: ModelSnapshot,
+    trl: bytes,
+    native: bytes,
+    split: bytes | None,
+    adapter: _Adapter | None,
+) -> dict[str, bytes | Path]:
+    files: dict[str, bytes | Path] = {
+        "kiln_model_config.json": snapshot.model_config,
+        "tokenizer.json": snapshot.tokenizer,
+        "chat_template.jinja": snapshot.chat_template,
+        "kiln_training_chat_template.jinja": native,
+        "training_chat_template.jinja": trl,
+        "train.py": reference_script().data,
+        "requirements.lock": environment_lock().data,
+    }
+    if split is not None:
+        files["split_manifest.json"] = split
+    if adapter is not None:
+        files.update(adapter.files)
+    return files
+
+
+def _manifest_fields(
+    task: str,
+    snapshot: ModelSnapshot,
+    ids: dict[str, FileIdentity],
+    data: dict[str, Any],
+    adapter: _Adapter | None,
+) -> dict[str, Any]:
+    provenance = ExecutionProvenance.for_this_process(
+        ModelProvenance(
+            model_config_sha256=ids["kiln_model_config.json"].sha256,
+            tokenizer_vocab_sha256=str(snapshot.vocab_sha256),
+            tokenizer_config_sha256=ids["tokenizer.json"].sha256,
+            chat_template_sha256=ids["chat_template.jinja"].sha256,
+            training_chat_template_sha256=ids["kiln_training_chat_template.jinja"].sha256,
+        ),
+        inference_dtype=snapshot.inference_dtype,
+    )
+    if "split_manifest.json" in ids:
+        data["split_manifest"] = ids["split_manifest.json"]
+    fields: dict[str, Any] = {
+        "task": task,
+        "source_execution_provenance": provenance,
+        "model": {
+            "served_model_id": snapshot.served_model_id,
+            "base_weight_shard_manifest": snapshot.shards,
+            "tokenizer_vocab_sha256": str(snapshot.vocab_sha256),
+            "model_config": ids["kiln_model_config.json"],
+            "tokenizer": ids["tokenizer.json"],
+            "chat_template": ids["chat_template.jinja"],
+            "native_training_chat_template": ids["kiln_training_chat_template.jinja"],
+            "trl_training_chat_template": ids["training_chat_template.jinja"],
+        },
+        "data": data,
+        "reference_script": ids["train.py"],
+        "environment_lock": ids["requirements.lock"],
+    }
+    if adapter is not None:
+        entry: dict[str, Any] = {
+            "name": adapter.name,
+            "config": ids["input_adapter/adapter_config.json"],
+            "model": ids["input_adapter/adapter_model.safetensors"],
+        }
+        if "input_adapter/adapter_manifest.json" in ids:
+            entry["kiln_manifest"] = ids["input_adapter/adapter_manifest.json"]
+        fields["input_adapter"] = entry
+    return fields
+
+
+def _create(fields: dict[str, Any]) -> ExportManifest:
+    try:
+        return ExportManifest.create(**fields)
+    except ValueError as exc:  # pydantic: a rule the inputs break (bounded text, ...)
+        raise HfExportInvalid(f"the export manifest would be invalid: {str(exc)[:300]}") from None
+
+
+def export_sft(
+    *,
+    model: str | os.PathLike[str],
+    dataset: str | os.PathLike[str],
+    name: str,
+    output: str | os.PathLike[str],
+    invalid_row_policy: InvalidRowPolicy = "fail",
+    split_manifest: str | os.PathLike[str] | None = None,
+    training_template: str | os.PathLike[str] | None = None,
+    input_adapter: str | os.PathLike[str] | None = None,
+    served_model_id: str | None = None,
+) -> ExportOutcome:
+    """Export an SFT bundle (``NAME.kiln-hf/`` and ``NAME.kiln-hf.tar.gz`` beside it)."""
+    directory, archive = plan_targets(name, output)
+    snapshot = ModelSnapshot.read(model, served_model_id=served_model_id)
+    trl, native = _templates(snapshot, training_template)
+    split = _split_manifest(split_manifest)
+    adapter = _input_adapter(input_adapter)
+    locator = os.path.abspath(os.fspath(dataset))
+    ingestion = ingest_sft_file(
+        locator,
+        policy=invalid_row_policy,
+        check=token_checker(trl.decode("utf-8"), snapshot.tokenizer),
+        source="dataset_path",
+        source_locator=locator,
+    )
+    receipt = ingestion.receipt
+    files = _fixed_files(snapshot, trl, native, split, adapter)
+    files["train.jsonl"] = ingestion.dataset
+    files["sft_ingestion.json"] = document_bytes(receipt)
+
+    def build(ids: dict[str, FileIdentity]) -> ExportManifest:
+        data: dict[str, Any] = {
+            "source_name": receipt.source,
+            "format": "sft_messages_jsonl",
+            "row_count": receipt.rows_kept,
+            "ordered_corpus_sha256": receipt.kept_corpus_sha256,
+            "dataset": ids["train.jsonl"],
+            "sft_selection": {
+                "invalid_row_policy": receipt.invalid_row_policy,
+                "label_policy": "assistant_only_generation_spans",
+                "rows_read": receipt.rows_read,
+                "rows_kept": receipt.rows_kept,
+                "rows_rejected": receipt.rows_rejected,
+                "kept_corpus_sha256": receipt.kept_corpus_sha256,
+                "ingestion_receipt": ids["sft_ingestion.json"],
+            },
+        }
+        return _create(_manifest_fields("sft", snapshot, ids, data, adapter))
+
+    return _write(directory, archive, files, build)
+
+
+def export_grpo(
+    *,
+    model: str | os.PathLike[str],
+    dataset: str | os.PathLike[str],
+    name: str,
+    output: str | os.PathLike[str],
+    source_name: str = "dataset_path",
+    split_manifest: str | os.PathLike[str] | None = None,
+    training_template: str | os.PathLike[str] | None = None,
+    input_adapter: str | os.PathLike[str] | None = None,
+    served_model_id: str | None = None,
+) -> ExportOutcome:
+    """Export a recorded-GRPO bundle from a canonical compact final-LF groups JSONL file.
+
+    The file is never normalized: a row that is not byte-identical to its canonical
+    serialization fails. Corpus rules (width, behaviour policy, identities against the
+    exported model) are checked on the source before anything is written and again on
+    the staged copy.
+    """
+    directory, archive = plan_targets(name, output)
+    snapshot = ModelSnapshot.read(model, served_model_id=served_model_id)
+    trl, native = _templates(snapshot, training_template)
+    split = _split_manifest(split_manifest)
+    adapter = _input_adapter(input_adapter)
+    source = Path(os.path.abspath(os.fspath(dataset)))
+    binding = GrpoBinding(
+        served_model_id=snapshot.served_model_id,
+        base_model_sha256=snapshot.shards.aggregate_sha256,
+        tokenizer={
+            "vocab_sha256": str(snapshot.vocab_sha256),
+            "config_sha256": str(sha256_bytes(snapshot.tokenizer)),
+            "chat_template_sha256": str(sha256_bytes(snapshot.chat_template)),
+        },
+        adapter=None if adapter is None else adapter.behaviour_identity(),
+    )
+    scan = scan_grpo_corpus(source, binding)  # before anything is written
+    files = _fixed_files(snapshot, trl, native, split, adapter)
+    files["train.jsonl"] = source
+
+    def build(ids: dict[str, FileIdentity]) -> ExportManifest:
+        data: dict[str, Any] = {
+            "source_name": source_name,
+            "format": "grpo_groups_jsonl",
+            "row_count": scan.row_count,
+            "ordered_corpus_sha256": str(scan.ordered_corpus_sha256),
+            "dataset": ids["train.jsonl"],
+            "rollout_provenance_schema": "kiln.rollout-provenance.v1",
+        }
+        return _create(_manifest_fields("grpo", snapshot, ids, data, adapter))
+
+    return _write(directory, archive, files, build)
