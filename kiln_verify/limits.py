@@ -133,6 +133,26 @@ MAX_SPLIT_MANIFEST_BYTES: Final = 4 * MiB
 MAX_ADAPTER_CONFIG_BYTES: Final = 1 * MiB
 """An input adapter's ``adapter_config.json`` / ``adapter_manifest.json`` (import cap, §7)."""
 
+# --- HF/TRL import (kiln_verify.hf.envelope, kiln_verify.hf.importer; contract §5.8, §7) --
+
+MAX_IMPORT_COMPRESSED_BYTES: Final = 2 * GiB
+"""A ``NAME.kiln-hf-import.tar.gz`` envelope archive, as stored (Kiln's import body cap)."""
+
+MAX_IMPORT_ENTRIES: Final = 32
+"""Tar entries (files and directories) in one import envelope archive."""
+
+MAX_IMPORT_EXPANDED_BYTES: Final = 4 * GiB
+"""Sum of the ten import envelope files' sizes (and the largest one, the weights)."""
+
+MAX_IMPORT_MANIFEST_BYTES: Final = 8 * MiB
+"""``kiln_hf_export.json`` / ``kiln_hf_result.json`` in an import envelope (each)."""
+
+MAX_IMPORT_SCRIPT_BYTES: Final = 16 * MiB
+"""``executed_train.py`` in an import envelope."""
+
+MAX_IMPORT_ARTIFACT_BYTES: Final = 512 * MiB
+"""Each other identity artifact of an import envelope (model config, tokenizer, templates)."""
+
 # --- OpenEnv wire (kiln-openenv-contract §8.1) ------------------------------------------
 
 MAX_DISCOVERY_BODY_BYTES: Final = 2 * MiB

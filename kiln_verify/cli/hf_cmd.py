@@ -180,3 +180,58 @@ def verify_command(
     from kiln_verify.hf.verify import verify_path
 
     _run(lambda: verify_path(path, completed=completed).to_json(), as_json)
+
+
+_BUNDLE = typer.Option(
+    ..., "--bundle", help="The completed NAME.kiln-hf directory (train.py has run in it)."
+)
+_ADAPTER_NAME = typer.Option(
+    ...,
+    "--name",
+    help="Adapter name: 1..128 of [A-Za-z0-9._-], first alphanumeric, no '..'.",
+)
+_REGISTRY = typer.Option(
+    ..., "--registry", help="Adapter registry directory; NAME/ is created in it."
+)
+_ENVELOPE_OUTPUT = typer.Option(
+    None,
+    "--output",
+    help="NAME.kiln-hf-import.tar.gz to create (default ./NAME.kiln-hf-import.tar.gz).",
+)
+
+
+@hf_app.command("import-peft")
+def import_peft_command(
+    bundle: Path = _BUNDLE,
+    name: str = _ADAPTER_NAME,
+    model: Path = _MODEL,
+    registry: Path = _REGISTRY,
+    served_model_id: str | None = _SERVED,
+    as_json: bool = _JSON,
+) -> None:
+    """Verify a completed bundle against the resident model and install its PEFT adapter."""
+    from kiln_verify.hf.importer import import_peft
+
+    _run(
+        lambda: import_peft(
+            bundle=bundle,
+            name=name,
+            model=model,
+            registry=registry,
+            served_model_id=served_model_id,
+        ).to_json(),
+        as_json,
+    )
+
+
+@hf_app.command("envelope")
+def envelope_command(
+    bundle: Path = _BUNDLE,
+    name: str = _ADAPTER_NAME,
+    output: Path | None = _ENVELOPE_OUTPUT,
+    as_json: bool = _JSON,
+) -> None:
+    """Write the deterministic ten-file import envelope archive of a completed bundle."""
+    from kiln_verify.hf.envelope import write_envelope_archive
+
+    _run(lambda: write_envelope_archive(bundle, name, output).to_json(), as_json)

@@ -78,9 +78,11 @@ __all__ = [
     "GrpoBinding",
     "GrpoScan",
     "behaviour_adapter",
+    "bundle_files",
     "bundle_name",
     "check_grpo_group",
     "export_identities",
+    "read_bundle_file",
     "scan_grpo_corpus",
     "verify_archive",
     "verify_bundle",
@@ -141,7 +143,7 @@ def bundle_name(archive: str | os.PathLike[str]) -> str:
     return base.removesuffix(".tar.gz")
 
 
-def _walk(root: str) -> set[str]:
+def bundle_files(root: str) -> set[str]:
     """Every regular file beneath ``root`` (relative, ``/``-separated); links and special
     files fail; an empty directory is an extra entry."""
     found: set[str] = set()
@@ -177,7 +179,7 @@ def _walk(root: str) -> set[str]:
     return found
 
 
-def _read(root: str, relative: str, max_bytes: int) -> bytes:
+def read_bundle_file(root: str, relative: str, max_bytes: int) -> bytes:
     with open_regular_beneath(root, relative) as fd, os.fdopen(os.dup(fd), "rb") as stream:
         data = stream.read(max_bytes + 1)
     if len(data) > max_bytes:
@@ -240,11 +242,11 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
     shown = os.fspath(root)
     if not os.path.isdir(shown):
         raise UsageError("the bundle path is not a directory", path=shown)
-    found = _walk(shown)
+    found = bundle_files(shown)
     required = {EXPORT_MANIFEST} | ({RESULT_MANIFEST} if completed else set())
     _check_file_set(shown, found, required | found, completed=completed)
     export = read_export(
-        _read(shown, EXPORT_MANIFEST, MAX_MANIFEST_BYTES),
+        read_bundle_file(shown, EXPORT_MANIFEST, MAX_MANIFEST_BYTES),
         source=os.path.join(shown, EXPORT_MANIFEST),
     )
     identities = export_identities(export)
@@ -252,7 +254,7 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
     result: TrainingResult | None = None
     if completed:
         result = read_result(
-            _read(shown, RESULT_MANIFEST, MAX_MANIFEST_BYTES),
+            read_bundle_file(shown, RESULT_MANIFEST, MAX_MANIFEST_BYTES),
             source=os.path.join(shown, RESULT_MANIFEST),
         )
         if result.export_sha256 != export.export_sha256:
@@ -300,7 +302,7 @@ def _check_sft(root: str, export: ExportManifest) -> None:
     assert selection is not None  # the manifest model requires it for task sft
     receipt_path = os.path.join(root, "sft_ingestion.json")
     receipt = read_sft_ingestion(
-        _read(root, "sft_ingestion.json", MAX_SFT_RECEIPT_BYTES), source=receipt_path
+        read_bundle_file(root, "sft_ingestion.json", MAX_SFT_RECEIPT_BYTES), source=receipt_path
     )
     pairs = (
         ("invalid_row_policy", receipt.invalid_row_policy, selection.invalid_row_policy),
@@ -343,7 +345,7 @@ def _check_sft(root: str, export: ExportManifest) -> None:
         raise HfIdentityMismatch(
             f"train.jsonl has {count} rows, the export declares {data.row_count}", path=dataset_path
         )
-    template = _read(root, "training_chat_template.jinja", MAX_CHAT_TEMPLATE_BYTES)
+    template = read_bundle_file(root, "training_chat_template.jinja", MAX_CHAT_TEMPLATE_BYTES)
     if not has_generation_blocks(template.decode("utf-8", "replace")):
         raise HfTrainingTemplateUnderivable(
             "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} blocks",
