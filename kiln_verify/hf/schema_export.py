@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic.json_schema import models_json_schema
-
 from kiln_verify.core.jsonio import dumps_pretty
 from kiln_verify.hf.manifest import (
     ExportManifest,
@@ -26,7 +24,7 @@ from kiln_verify.hf.manifest import (
     TrainingResult,
 )
 from kiln_verify.openenv.records.common import Record
-from kiln_verify.openenv.records.schema_export import _all_models, _drop_null
+from kiln_verify.openenv.records.schema_export import record_definitions
 
 __all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "main", "schema_bytes"]
 
@@ -45,26 +43,12 @@ ROOT_MODELS: Final[tuple[type[Record], ...]] = (
 
 def build_schema() -> dict[str, Any]:
     """The schema document as Python values."""
-    _, generated = models_json_schema(
-        [(model, "validation") for model in ROOT_MODELS],
-        ref_template="#/$defs/{model}",
-    )
-    defs: dict[str, Any] = generated["$defs"]
-    for name, model in _all_models(ROOT_MODELS).items():
-        definition = defs.get(name)
-        if definition is None or not issubclass(model, Record):
-            continue
-        definition["additionalProperties"] = False
-        props: dict[str, Any] = definition.get("properties", {})
-        for key in model._omit_when_none:
-            if key in props:
-                props[key] = _drop_null(props[key])
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "kiln-verify HF/TRL hand-off records",
         "oneOf": [{"$ref": f"#/$defs/{model.__name__}"} for model in ROOT_MODELS],
-        "$defs": {name: defs[name] for name in sorted(defs)},
+        "$defs": record_definitions(ROOT_MODELS),
     }
 
 

@@ -10,6 +10,7 @@ Fields Kiln omits when absent appear as optional and non-nullable.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,7 +46,7 @@ ROOT_MODELS: Final[tuple[type[Record], ...]] = (
 )
 
 
-def _all_models(roots: tuple[type[Record], ...]) -> dict[str, type[BaseModel]]:
+def _all_models(roots: Sequence[type[BaseModel]]) -> dict[str, type[BaseModel]]:
     found: dict[str, type[BaseModel]] = {}
     stack: list[type[BaseModel]] = list(roots)
     while stack:
@@ -84,14 +85,15 @@ def _drop_null(prop: dict[str, Any]) -> dict[str, Any]:
     return prop
 
 
-def build_schema() -> dict[str, Any]:
-    """The schema document as Python values."""
+def record_definitions(roots: Sequence[type[BaseModel]]) -> dict[str, Any]:
+    """`$defs` for the records reachable from ``roots``, sorted by name, as we read them:
+    closed objects, and optional fields that are omitted (never null) without a null branch."""
     _, generated = models_json_schema(
-        [(model, "validation") for model in ROOT_MODELS],
+        [(model, "validation") for model in roots],
         ref_template="#/$defs/{model}",
     )
     defs: dict[str, Any] = generated["$defs"]
-    for name, model in _all_models(ROOT_MODELS).items():
+    for name, model in _all_models(roots).items():
         definition = defs.get(name)
         if definition is None or not issubclass(model, Record):
             continue
@@ -100,12 +102,17 @@ def build_schema() -> dict[str, Any]:
         for key in model._omit_when_none:
             if key in props:
                 props[key] = _drop_null(props[key])
+    return {name: defs[name] for name in sorted(defs)}
+
+
+def build_schema() -> dict[str, Any]:
+    """The schema document as Python values."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "kiln-verify OpenEnv bundle records",
         "$ref": "#/$defs/RolloutSummary",
-        "$defs": {name: defs[name] for name in sorted(defs)},
+        "$defs": record_definitions(ROOT_MODELS),
     }
 
 
