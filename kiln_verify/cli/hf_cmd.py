@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -17,6 +17,9 @@ from kiln_verify.errors import KilnError
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
 
 __all__ = ["hf_app"]
+
+if TYPE_CHECKING:  # the export stack is imported lazily inside each command
+    from kiln_verify.hf.export.writer import ExportOutcome
 
 hf_app = typer.Typer(
     help="HF/TRL hand-off: export bundles for external training and verify them.",
@@ -94,6 +97,15 @@ def _output(name: str, output: Path | None) -> Path:
     return output if output is not None else Path(f"{name}.kiln-hf.tar.gz")
 
 
+def _exported(outcome: ExportOutcome) -> dict[str, Any]:
+    """What both export commands print: where the bundle went, then its verification report."""
+    return {
+        "directory": str(outcome.directory),
+        "archive": str(outcome.archive),
+        **outcome.report.to_json(),
+    }
+
+
 @hf_app.command("export-sft")
 def export_sft_command(
     model: Path = _MODEL,
@@ -126,11 +138,7 @@ def export_sft_command(
             input_adapter=input_adapter,
             served_model_id=served_model_id,
         )
-        return {
-            "directory": str(outcome.directory),
-            "archive": str(outcome.archive),
-            **outcome.report.to_json(),
-        }
+        return _exported(outcome)
 
     _run(action, as_json)
 
@@ -161,11 +169,7 @@ def export_grpo_command(
             input_adapter=input_adapter,
             served_model_id=served_model_id,
         )
-        return {
-            "directory": str(outcome.directory),
-            "archive": str(outcome.archive),
-            **outcome.report.to_json(),
-        }
+        return _exported(outcome)
 
     _run(action, as_json)
 
