@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kiln_verify.openenv.collect.bundle import LOCAL_KILN_URL, Bundle, build_bundle, rollout_stats
+from kiln_verify.openenv.collect.bundle import LOCAL_KILN_URL, Bundle, build_bundle
 from kiln_verify.openenv.collect.controls import (
     DEFAULT_DATASET,
     DEFAULT_REPLAY,
@@ -58,7 +58,6 @@ __all__ = [
     "load_reset_options",
     "parse_model_action",
     "publish_together",
-    "rollout_stats",
     "run_collection",
 ]
 

@@ -8,7 +8,6 @@ both files by SHA-256 and byte count. Every byte comes from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -17,14 +16,13 @@ from kiln_verify.openenv.collect.engine import Collection
 from kiln_verify.openenv.records.replay import REPLAY_SCHEMA, ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.serialize import DatasetHasher, replay_bytes, summary_bytes
+from kiln_verify.openenv.records.stats import compute_stats
 from kiln_verify.openenv.records.summary import (
     SUMMARY_SCHEMA,
-    RolloutRecord,
-    RolloutStats,
     RolloutSummary,
 )
 
-__all__ = ["LOCAL_KILN_URL", "Bundle", "build_bundle", "rollout_stats"]
+__all__ = ["LOCAL_KILN_URL", "Bundle", "build_bundle"]
 
 LOCAL_KILN_URL: Final = "kiln-verify:local"
 """``kiln_url`` of a bundle collected by this tool (no Kiln server served the policy)."""
@@ -44,35 +42,6 @@ class Bundle:
             f"Bundle(dataset={len(self.dataset)} B, replay={len(self.replay)} B, "
             f"summary={len(self.summary)} B)"
         )
-
-
-def rollout_stats(records: Sequence[RolloutRecord]) -> RolloutStats:
-    """§2.3: means are ``sum/len`` with the sum folded left in record order (f64)."""
-    total_return = 0.0
-    total_latency = 0.0
-    for record in records:
-        total_return += record.episode_return
-        total_latency += record.model_latency_ms
-    returns = [r.episode_return for r in records]
-    count = len(records)
-
-    def terminations(name: str) -> int:
-        return sum(1 for r in records if r.termination == name)
-
-    return RolloutStats(
-        mean_episode_return=total_return / count if count else 0.0,
-        min_episode_return=min(returns) if returns else None,
-        max_episode_return=max(returns) if returns else None,
-        done_count=terminations("done"),
-        max_steps_count=terminations("max_steps"),
-        invalid_model_action_count=terminations("invalid_model_action"),
-        protocol_error_count=terminations("protocol_error"),
-        recoverable_protocol_error_count=sum(r.recoverable_protocol_errors for r in records),
-        capacity_retry_count=sum(r.capacity_retries for r in records),
-        total_environment_steps=sum(r.steps for r in records),
-        total_model_tokens=sum(r.model_tokens for r in records),
-        mean_model_latency_ms=total_latency / count if count else 0.0,
-    )
 
 
 def build_bundle(collection: Collection, *, kiln_url: str = LOCAL_KILN_URL) -> Bundle:
@@ -137,7 +106,7 @@ def build_bundle(collection: Collection, *, kiln_url: str = LOCAL_KILN_URL) -> B
         dataset_bytes=hasher.size,
         replay_sha256=str(sha256_bytes(replay)),
         replay_bytes=len(replay),
-        stats=rollout_stats(records),
+        stats=compute_stats(records),
         rollouts=records,
     )
     return Bundle(dataset, replay, summary_bytes(summary), summary)
