@@ -33,10 +33,10 @@ from kiln_verify.openenv.collect.engine import (
     ProgressHook,
     collect,
 )
-from kiln_verify.openenv.collect.episode import parse_model_action
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
 from kiln_verify.openenv.collect.publish import publish_together
 from kiln_verify.openenv.policy.base import Policy
+from kiln_verify.openenv.records.prompt import parse_model_action
 
 __all__ = [
     "DEFAULT_DATASET",

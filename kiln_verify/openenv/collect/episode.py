@@ -31,15 +31,13 @@ from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import (
-    KilnError,
     ProtocolViolation,
     RecoverableProtocolError,
     ResetDone,
     TerminalProtocolError,
 )
-from kiln_verify.limits import MAX_ACTION_ISSUES, MAX_CLIENT_FRAME_BYTES
+from kiln_verify.limits import MAX_ACTION_ISSUES
 from kiln_verify.openenv.action_schema import ActionSchema
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
@@ -57,6 +55,7 @@ from kiln_verify.openenv.records.prompt import (
     harness_error_segment,
     initial_messages,
     observation_segment,
+    parse_model_action,
     protocol_error_segment,
 )
 from kiln_verify.openenv.records.replay import (
@@ -78,34 +77,10 @@ from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.session import Session
 from kiln_verify.openenv.wire import ProtocolError
 
-__all__ = ["EnvironmentContext", "EpisodeResult", "parse_model_action", "run_episode"]
+__all__ = ["EnvironmentContext", "EpisodeResult", "run_episode"]
 
 _FENCE = "```"
 T = TypeVar("T")
-
-
-def parse_model_action(text: str) -> dict[str, Any] | str:
-    """The action object of a model's final content, or the reason it is not one.
-
-    Trim; a leading ```` ``` ```` (optionally tagged ``json``/``JSON``) needs a closing
-    fence and is stripped; the rest must be exactly one strict JSON value, an object
-    (trailing text is rejected).
-    """
-    body = text.strip()
-    if body.startswith(_FENCE):
-        inner = body[len(_FENCE) :]
-        if inner.startswith(("json", "JSON")):
-            inner = inner[4:]
-        if len(body) < 2 * len(_FENCE) or not inner.endswith(_FENCE):
-            return "the code fence is not closed"
-        body = inner[: -len(_FENCE)].strip()
-    try:
-        value = loads(body, max_bytes=MAX_CLIENT_FRAME_BYTES)
-    except KilnError as exc:
-        return f"the model output is not one JSON object ({exc.code}: {exc.rule})"
-    if not isinstance(value, dict):
-        return f"the model output is a JSON {type(value).__name__}, not an object"
-    return value
 
 
 @dataclass(frozen=True, slots=True)

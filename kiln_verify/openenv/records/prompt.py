@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from kiln_verify.core.jsonio import dumps_compact
+from kiln_verify.core.jsonio import dumps_compact, loads
+from kiln_verify.errors import KilnError
+from kiln_verify.limits import MAX_CLIENT_FRAME_BYTES
 from kiln_verify.openenv.records.common import (
     EnvironmentInspection,
     ObservationRecord,
@@ -29,12 +31,14 @@ __all__ = [
     "harness_error_content",
     "initial_messages",
     "observation_content",
+    "parse_model_action",
     "protocol_error_content",
     "rust_debug_str",
     "system_prompt",
 ]
 
 THINK_CLOSE: Final = "</think>"
+_FENCE: Final = "```"
 HARNESS_CODES: Final = (
     "INVALID_MODEL_ACTION",
     "ACTION_SCHEMA_VALIDATION_FAILED",
@@ -157,3 +161,30 @@ def protocol_error_segment(error: ProtocolErrorRecord, continued: bool) -> TurnS
 
 def harness_error_segment(code: str, message: str) -> TurnSegment:
     return TurnSegment.full_warning(harness_error_content(code, message))
+
+
+def parse_model_action(
+    text: str, *, max_bytes: int = MAX_CLIENT_FRAME_BYTES
+) -> dict[str, Any] | str:
+    """The action object of a model's final content, or the reason it is not one.
+
+    One rule for the collector (which decides what reaches the wire) and the verifier (which
+    re-reads action segments): trim; a leading ```` ``` ```` (optionally tagged
+    ``json``/``JSON``) needs a closing fence and is stripped; the rest must be exactly one
+    strict JSON value, an object (trailing text is rejected).
+    """
+    body = text.strip()
+    if body.startswith(_FENCE):
+        inner = body[len(_FENCE) :]
+        if inner.startswith(("json", "JSON")):
+            inner = inner[4:]
+        if len(body) < 2 * len(_FENCE) or not inner.endswith(_FENCE):
+            return "the code fence is not closed"
+        body = inner[: -len(_FENCE)].strip()
+    try:
+        value = loads(body, max_bytes=max_bytes)
+    except KilnError as exc:
+        return f"the model output is not one JSON object ({exc.code}: {exc.rule})"
+    if not isinstance(value, dict):
+        return f"the model output is a JSON {type(value).__name__}, not an object"
+    return value

@@ -37,6 +37,7 @@ from kiln_verify.openenv.records.prompt import (
     HARNESS_CODES,
     THINK_CLOSE,
     observation_content,
+    parse_model_action,
     protocol_error_content,
 )
 from kiln_verify.openenv.records.replay import (
@@ -77,23 +78,14 @@ def final_error_code(candidate: ReplayCandidate) -> str | None:
 
 
 def parse_action_text(content: str) -> Any:
-    """The action a segment's text stands for: after the FIRST ``</think>``, trimmed, an
-    optional Markdown fence (``json``/``JSON`` tag) removed, one strict JSON object."""
+    """The action a segment's text stands for: the collector's rule
+    (:func:`~kiln_verify.openenv.records.prompt.parse_model_action`) applied to what follows
+    the FIRST ``</think>``; ``ValueError`` carries the reason it is not one."""
     _, found, answer = content.partition(THINK_CLOSE)
-    text = (answer if found else content).strip()
-    if text.startswith("```"):
-        body = text[3:]
-        for tag in ("json", "JSON"):
-            if body.startswith(tag):
-                body = body[len(tag) :]
-                break
-        if not body.rstrip().endswith("```"):
-            raise ValueError("unterminated code fence")
-        text = body.rstrip()[:-3].strip()
-    value = loads(text.encode("utf-8"), max_bytes=MAX_OPENENV_DATASET_BYTES)
-    if not isinstance(value, dict):
-        raise ValueError("not a JSON object")
-    return value
+    parsed = parse_model_action(answer if found else content, max_bytes=MAX_OPENENV_DATASET_BYTES)
+    if isinstance(parsed, str):
+        raise ValueError(parsed)
+    return parsed
 
 
 def _json_content(content: str) -> Any:
