@@ -4,7 +4,9 @@ Flags follow kiln-openenv-contract §11 (rollout table) plus ``--policy`` /
 ``--policy-option`` for the behaviour policy. With no ``--environment`` the embedded
 oracle (``bandit`` unless ``--oracle NAME``) is started in-process on a free loopback port
 and the ``random`` policy plays it: ``kiln-verify openenv rollout`` alone writes a complete
-bundle into the current directory. Exit status: 0 published, 1 collection or contract
+bundle into the current directory. ``--grpo-output PATH`` adds the GRPO training corpus
+(docs/contract.md, "GRPO corpus from a rollout") to the same all-or-nothing publication.
+Exit status: 0 published, 1 collection or contract
 failure (nothing published), 2 usage.
 """
 
@@ -29,6 +31,7 @@ from kiln_verify.openenv.collect import (
     Bundle,
     CollectionControls,
     ProgressEvent,
+    grpo_tokenizer,
     run_collection,
 )
 from kiln_verify.openenv.policy.registry import POLICY_NAMES, build_policy, parse_policy_options
@@ -36,7 +39,7 @@ from kiln_verify.openenv.policy.registry import POLICY_NAMES, build_policy, pars
 __all__ = ["register"]
 
 
-def _table(bundle: Bundle) -> Table:
+def _table(bundle: Bundle, grpo_output: str | None = None) -> Table:
     stats = bundle.record.stats
     table = Table(title="OpenEnv rollout collection", show_header=False)
     table.add_column("field", style="bold")
@@ -60,6 +63,8 @@ def _table(bundle: Bundle) -> Table:
         ("replay", bundle.record.replay_output_path),
         ("summary", bundle.record.summary_output_path),
     ]
+    if grpo_output is not None:
+        rows.append(("grpo corpus", grpo_output))
     for key, value in rows:
         table.add_row(key, value)
     return table
@@ -90,6 +95,16 @@ def rollout_command(
         str, typer.Option("--summary-output", help="Summary path.")
     ] = DEFAULT_SUMMARY,
     force: opts.Force = False,
+    grpo_output: Annotated[
+        str | None,
+        typer.Option(
+            "--grpo-output",
+            help=(
+                "Also write the GRPO training corpus (rows for `hf export-grpo`); needs "
+                "--max-steps 1, --group-size >= 2 and a policy with token provenance."
+            ),
+        ),
+    ] = None,
     policy: Annotated[
         str, typer.Option("--policy", help=f"Behaviour policy: {'|'.join(POLICY_NAMES)}.")
     ] = "random",
@@ -133,8 +148,10 @@ def rollout_command(
             replay_output=replay_output,
             summary_output=summary_output,
             force=force,
+            grpo_output=grpo_output,
         )
         behaviour = build_policy(policy, parse_policy_options(policy_option or []))
+        grpo_tokenizer(controls, behaviour)  # refuse before the oracle or any server is used
         with embedded.serve(controls) as live:
             bundle = _collect(live, behaviour, show_progress=not as_json and sys.stderr.isatty())
     except KilnError as exc:
@@ -147,9 +164,11 @@ def rollout_command(
             "replay": controls.replay_output,
             "stats": bundle.record.stats.to_json(),
         }
+        if controls.grpo_output is not None:
+            report["grpo"] = controls.grpo_output
         typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return
-    Console().print(_table(bundle))
+    Console().print(_table(bundle, controls.grpo_output))
 
 
 def _collect(controls: CollectionControls, policy: Any, *, show_progress: bool) -> Bundle:

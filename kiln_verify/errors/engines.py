@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kiln_verify.errors.base import KilnError
+from kiln_verify.errors.base import KilnError, UsageError
 
 # --- policies (kiln_verify.openenv.policy) ----------------------------------------------
 
@@ -78,6 +78,44 @@ class PolicyGenerationFailed(PolicyError):
 
     code = "policy_generation_failed"
     default_hint = "check the model directory: config, weights, tokenizer and chat template"
+
+
+class PolicyAdapterInvalid(PolicyError):
+    """A ``adapter_dir`` LoRA adapter cannot be read or does not load onto the base model."""
+
+    code = "policy_adapter_invalid"
+    exit_code = 2
+    default_hint = (
+        "adapter_dir must hold the adapter_config.json and adapter_model.safetensors of a PEFT "
+        "LoRA adapter trained for this base model"
+    )
+
+
+class GrpoOutputUnsupported(UsageError):
+    """``--grpo-output`` was combined with controls whose episodes a GRPO row cannot hold.
+
+    A ``kiln.rollout-provenance.v1`` completion is one generation, so only single-action
+    episodes (``--max-steps 1``) in groups of at least two candidates map onto GRPO rows
+    exactly (docs/contract.md, "GRPO corpus from a rollout").
+    """
+
+    code = "grpo_output_unsupported"
+    default_hint = "use --max-steps 1 and --group-size 2 or more with --grpo-output"
+
+
+class GrpoCorpusUnrepresentable(KilnError):
+    """A collected group could not be written as a valid GRPO row; nothing was published."""
+
+    code = "grpo_corpus_unrepresentable"
+    default_hint = "the episode data falls outside kiln.rollout-provenance.v1; see the rule"
+
+
+class PolicyProvenanceMissing(PolicyError):
+    """A GRPO corpus was requested but the policy does not record exact token provenance."""
+
+    code = "policy_provenance_missing"
+    exit_code = 2
+    default_hint = "use --policy transformers (the only built-in policy with token provenance)"
 
 
 # --- offline bundle verification (kiln-openenv-contract §6) -----------------------------

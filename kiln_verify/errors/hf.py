@@ -77,3 +77,36 @@ class HfGrpoCorpusInvalid(HfError):
 
     code = "hf_grpo_corpus_invalid"
     default_hint = "record the corpus again against the exported model and tokenizer"
+
+
+class HfGrpoPromptReplayMismatch(HfError):
+    """A GRPO group's prompt does not re-render to its recorded prompt token ids.
+
+    The group messages, rendered through the exported inference chat template with the
+    recorded template invocation and a generation prompt, then tokenized with the exported
+    tokenizer, must give exactly ``input_token_ids[:prompt_token_count]`` (§4.7 replay).
+    """
+
+    code = "hf_grpo_prompt_replay_mismatch"
+    default_hint = (
+        "record the corpus with the exported model's tokenizer and chat template, and keep "
+        "the template invocation (tools, template_kwargs such as enable_thinking) it used"
+    )
+
+
+class HfGrpoCompletionReplayMismatch(HfError):
+    """A GRPO completion's tokens do not decode to its recorded text, or its token
+    accounting cannot be replayed (§4.7)."""
+
+    code = "hf_grpo_completion_replay_mismatch"
+    default_hint = "record the corpus again; the completion tokens and text must agree"
+
+
+class HfTokenReplayUnavailable(HfError):
+    """GRPO token replay needs ``jinja2`` and ``tokenizers``, which are not installed.
+
+    Verification fails closed instead of reporting a corpus as verified unreplayed.
+    """
+
+    code = "hf_token_replay_unavailable"
+    default_hint = "install kiln-verify[train] (jinja2, tokenizers) and verify again"

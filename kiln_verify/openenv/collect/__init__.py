@@ -8,16 +8,22 @@ module          job
 ``episode``     one candidate episode: the §5.4 loop and the §7.3 outcome table
 ``engine``      :func:`collect`: discovery, groups, integrity, revalidation
 ``bundle``      :func:`build_bundle`: the corpus, replay and summary bytes; statistics
+``grpo_corpus`` :func:`build_grpo_corpus`: the optional ``--grpo-output`` GRPO rows
 ``publish``     :func:`publish_together`: the three files appear together or not at all
 ==============  ===========================================================================
 
-:func:`run_collection` is the whole job: collect, build, publish.
+:func:`run_collection` is the whole job: collect, build, publish. With ``grpo_output`` the
+GRPO corpus is a fourth file published in the same all-or-nothing step; the policy must be
+:class:`~kiln_verify.openenv.policy.base.TokenizerBound`, checked before any network
+contact.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
+from kiln_verify.errors import PolicyProvenanceMissing
 from kiln_verify.openenv.collect.bundle import LOCAL_KILN_URL, Bundle, build_bundle
 from kiln_verify.openenv.collect.controls import (
     DEFAULT_DATASET,
@@ -33,9 +39,10 @@ from kiln_verify.openenv.collect.engine import (
     ProgressHook,
     collect,
 )
+from kiln_verify.openenv.collect.grpo_corpus import build_grpo_corpus
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
 from kiln_verify.openenv.collect.publish import publish_together
-from kiln_verify.openenv.policy.base import Policy
+from kiln_verify.openenv.policy.base import Policy, TokenizerBound
 from kiln_verify.openenv.records.prompt import parse_model_action
 
 __all__ = [
@@ -53,13 +60,28 @@ __all__ = [
     "ResetPlan",
     "RetainedBudget",
     "build_bundle",
+    "build_grpo_corpus",
     "collect",
     "group_plan",
+    "grpo_tokenizer",
     "load_reset_options",
     "parse_model_action",
     "publish_together",
     "run_collection",
 ]
+
+
+def grpo_tokenizer(controls: CollectionControls, policy: Policy) -> Mapping[str, str] | None:
+    """``None`` without ``grpo_output``; else the policy's tokenizer identity, or
+    ``policy_provenance_missing`` when the policy cannot record token provenance."""
+    if controls.grpo_output is None:
+        return None
+    if not isinstance(policy, TokenizerBound):
+        raise PolicyProvenanceMissing(
+            f"--grpo-output needs a policy that records exact token provenance from one "
+            f"tokenizer; {type(policy).__name__} does not"
+        )
+    return policy.tokenizer_identity()
 
 
 async def run_collection(
@@ -69,15 +91,18 @@ async def run_collection(
     environ: Mapping[str, str] | None = None,
     progress: ProgressHook | None = None,
 ) -> Bundle:
-    """Collect, build the three files and publish them together; the bundle is returned."""
+    """Collect, build the files and publish them together; the bundle is returned."""
+    tokenizer = grpo_tokenizer(controls, policy)  # before any network contact
     collection = await collect(controls, policy, environ=environ, progress=progress)
     bundle = build_bundle(collection)
-    publish_together(
-        [
-            (controls.output, bundle.dataset),
-            (controls.replay_output, bundle.replay),
-            (controls.summary_output, bundle.summary),
-        ],
-        force=controls.force,
-    )
+    files = [
+        (controls.output, bundle.dataset),
+        (controls.replay_output, bundle.replay),
+        (controls.summary_output, bundle.summary),
+    ]
+    if controls.grpo_output is not None and tokenizer is not None:
+        grpo = build_grpo_corpus(collection, tokenizer)
+        bundle = dataclasses.replace(bundle, grpo=grpo)
+        files.append((controls.grpo_output, grpo))
+    publish_together(files, force=controls.force)
     return bundle

@@ -36,6 +36,8 @@ class Bundle:
     replay: bytes
     summary: bytes
     record: RolloutSummary
+    grpo: bytes | None = None
+    """The ``--grpo-output`` corpus (:mod:`.grpo_corpus`), when one was requested."""
 
     def __repr__(self) -> str:  # short: see Collection.__repr__
         return (

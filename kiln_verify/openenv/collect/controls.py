@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from kiln_verify.core.jsonio import loads_object
-from kiln_verify.errors import KilnError, LimitExceeded, UsageError
+from kiln_verify.errors import GrpoOutputUnsupported, KilnError, LimitExceeded, UsageError
+from kiln_verify.hf.manifest.grpo import F32
+from kiln_verify.hf.manifest.grpo import MIN_GROUP_COMPLETIONS as MIN_GRPO_GROUP_SIZE
 from kiln_verify.limits import (
     MAX_ACTION_TOKENS,
     MAX_CAPACITY_WAIT_S,
@@ -92,6 +96,7 @@ class CollectionControls:
     replay_output: str = DEFAULT_REPLAY
     summary_output: str = DEFAULT_SUMMARY
     force: bool = False
+    grpo_output: str | None = None
 
     @classmethod
     def create(
@@ -177,6 +182,38 @@ class CollectionControls:
             raise UsageError(
                 "--output, --replay-output and --summary-output must name three distinct files"
             )
+        if self.grpo_output is not None:
+            self._check_grpo(resolved)
+
+    def _check_grpo(self, bundle_paths: set[str]) -> None:
+        """``--grpo-output``: only single-action episodes in real groups map onto GRPO rows."""
+        if not self.grpo_output:
+            raise UsageError("--grpo-output must not be empty")
+        if os.path.realpath(os.path.abspath(self.grpo_output)) in bundle_paths:
+            raise UsageError("--grpo-output must differ from the three bundle files")
+        if self.group_size < MIN_GRPO_GROUP_SIZE:
+            raise GrpoOutputUnsupported(
+                f"--grpo-output needs --group-size >= {MIN_GRPO_GROUP_SIZE} (got "
+                f"{self.group_size}): a GRPO row compares at least two completions of one prompt"
+            )
+        if self.max_steps != 1:
+            raise GrpoOutputUnsupported(
+                f"--grpo-output needs --max-steps 1 (got {self.max_steps}): a GRPO completion "
+                "is one generation, so only single-action episodes are represented exactly"
+            )
+        if self.thinking_budget_tokens is not None:
+            raise GrpoOutputUnsupported(
+                "--grpo-output cannot record --thinking-budget-tokens (forced close tokens "
+                "need the budget's close token ids, which the collector does not know)"
+            )
+        try:
+            TypeAdapter(F32).validate_python(self.temperature)
+        except ValueError:
+            raise GrpoOutputUnsupported(
+                f"--grpo-output needs a --temperature that is 0 or an exact f32 in [1e-5, 1e12) "
+                f"(got {self.temperature!r}); e.g. 0.7 or 1.0",
+                hint="pass a --temperature with few significant digits",
+            ) from None
 
     @property
     def in_flight(self) -> int:

@@ -18,6 +18,10 @@ object / fails the action schema   action``          (last)
 horizon exhausted                  ``max_steps``
 =================================  ================  ===========  =====  ==============
 
+With ``--grpo-output`` each model call's :class:`TokenProvenance` and final content are
+retained (charged to the retained-representation budget) for the GRPO corpus; a response
+without provenance is ``policy_provenance_missing``. Without it they are dropped at once.
+
 Every other client error (transport, timeout, poisoned session, reflection, policy
 failure) propagates and aborts the whole collection. The return is summed in exchange
 order with the invalid-action penalty last, exactly as the verifier recomputes it.
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kiln_verify.errors import (
+    PolicyProvenanceMissing,
     ProtocolViolation,
     RecoverableProtocolError,
     ResetDone,
@@ -42,7 +47,12 @@ from kiln_verify.openenv.action_schema import ActionSchema
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
-from kiln_verify.openenv.policy.base import Policy, PolicyRequest, PolicyResponse
+from kiln_verify.openenv.policy.base import (
+    Policy,
+    PolicyRequest,
+    PolicyResponse,
+    TokenProvenance,
+)
 from kiln_verify.openenv.records.common import (
     BehaviorPolicyIdentity,
     EnvironmentInspection,
@@ -77,7 +87,7 @@ from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.session import Session
 from kiln_verify.openenv.wire import ProtocolError
 
-__all__ = ["EnvironmentContext", "EpisodeResult", "run_episode"]
+__all__ = ["EnvironmentContext", "EpisodeResult", "Generation", "run_episode"]
 
 _FENCE = "```"
 T = TypeVar("T")
@@ -104,8 +114,20 @@ class EnvironmentContext:
 
 
 @dataclass(frozen=True, slots=True)
+class Generation:
+    """One model call as a GRPO completion needs it: its final content and exact tokens."""
+
+    text: str
+    provenance: TokenProvenance
+
+
+@dataclass(frozen=True, slots=True)
 class EpisodeResult:
-    """One candidate's three representations plus what group integrity compares."""
+    """One candidate's three representations plus what group integrity compares.
+
+    ``generations`` holds one entry per model call when token provenance is retained
+    (``--grpo-output``), else it is empty.
+    """
 
     candidate_index: int
     messages: list[ChatMessage]
@@ -113,6 +135,25 @@ class EpisodeResult:
     rollout: ScoredRollout
     replay: ReplayCandidate
     record: RolloutRecord
+    generations: tuple[Generation, ...] = ()
+
+
+def _retain(response: PolicyResponse, budget: RetainedBudget, where: str) -> Generation:
+    """Keep one response's provenance, charged at its compact-JSON size like other data."""
+    provenance = response.provenance
+    if provenance is None:
+        raise PolicyProvenanceMissing(
+            f"{where}: the policy returned no token provenance, so no GRPO completion can be "
+            "built; nothing was published"
+        )
+    budget.charge(
+        list(provenance.prompt_token_ids),
+        list(provenance.completion_token_ids),
+        list(provenance.behavior_logprobs),
+        response.text,
+        what="token provenance",
+    )
+    return Generation(response.text, provenance)
 
 
 async def _act(session: Session, policy: Policy, request: PolicyRequest) -> PolicyResponse:
@@ -200,6 +241,8 @@ async def run_episode(
         invalid = False
         latest: Any = reset.observation
         penalty = controls.protocol_error_reward
+        retain = controls.grpo_output is not None
+        generations: list[Generation] = []
 
         def add(*segments: TurnSegment) -> None:
             trajectory.extend(segments)
@@ -219,6 +262,9 @@ async def run_episode(
                 environment_name=env.name,
             )
             response = await _act(session, policy, request)
+            if retain:
+                where = f"group {group.group_index} candidate {candidate_index} step {step_index}"
+                generations.append(_retain(response, budget, where))
             tokens += response.total_tokens
             latency += response.latency_ms
             if not response.text.strip():
@@ -358,4 +404,6 @@ async def run_episode(
         model_latency_ms=latency,
         protocol_error_code=error_code,
     )
-    return EpisodeResult(candidate_index, messages, reset_record, rollout, replay, record)
+    return EpisodeResult(
+        candidate_index, messages, reset_record, rollout, replay, record, tuple(generations)
+    )

@@ -94,7 +94,7 @@ def _check_existing(target: _Target, force: bool) -> bool:
         raise TargetExists(
             "the output already exists and is never replaced without --force",
             path=target.shown,
-            hint="choose another path or pass --force to replace all three files",
+            hint="choose another path or pass --force to replace every output file",
         )
     if not stat.S_ISREG(info.st_mode):
         raise PublishFailed("the output target exists and is not a regular file", path=target.shown)

@@ -240,14 +240,18 @@ class BehaviorPolicyIdentity:
     """Which policy produced the outputs, with every parameter that changes them.
 
     ``parameters`` must be JSON (it is part of :attr:`digest`, the canonical digest of
-    ``{"kind", "name", "parameters"}``). ``model_sha256`` is the content digest of local
-    model weights when the policy has them. Secrets never go in here.
+    ``{"kind", "name", "parameters"}`` plus the two optional keys). ``model_sha256`` is the
+    content digest of local model weights when the policy has them; ``adapter`` is the
+    ``{"name", "content_sha256"}`` of a LoRA adapter applied on top of them (the same pair
+    an HF export records for its input adapter), so base and base+adapter never share an
+    identity. Secrets never go in here.
     """
 
     kind: str
     name: str
     parameters: Mapping[str, Any] = field(default_factory=dict)
     model_sha256: Sha256Digest | None = None
+    adapter: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if not self.kind or not self.name:
@@ -262,6 +266,8 @@ class BehaviorPolicyIdentity:
         }
         if self.model_sha256 is not None:
             out["model_sha256"] = str(self.model_sha256)
+        if self.adapter is not None:
+            out["adapter"] = dict(self.adapter)
         return out
 
     @property
@@ -273,16 +279,32 @@ class BehaviorPolicyIdentity:
 
         ``served_model_id`` is the name, ``base_model_sha256`` the model content digest (or,
         for policies without weights, the digest of ``{"kind", "name"}``),
-        ``inference_config_sha256`` the canonical digest of the parameters and
-        ``implementation`` ``kiln-verify/<kind>``.
+        ``adapter`` the adapter pair (omitted without one), ``inference_config_sha256`` the
+        canonical digest of the parameters and ``implementation`` ``kiln-verify/<kind>``.
         """
         model = self.model_sha256 or canonical_digest({"kind": self.kind, "name": self.name})
-        return {
+        out: dict[str, Any] = {
             "served_model_id": self.name,
             "base_model_sha256": str(model),
-            "inference_config_sha256": str(canonical_digest(dict(self.parameters))),
-            "implementation": f"kiln-verify/{self.kind}",
         }
+        if self.adapter is not None:
+            out["adapter"] = dict(self.adapter)
+        out["inference_config_sha256"] = str(canonical_digest(dict(self.parameters)))
+        out["implementation"] = f"kiln-verify/{self.kind}"
+        return out
+
+
+@runtime_checkable
+class TokenizerBound(Protocol):
+    """A policy whose every response carries :class:`TokenProvenance` from one tokenizer.
+
+    ``tokenizer_identity`` is the ``tokenizer`` block of ``kiln.rollout-provenance.v1``
+    (``vocab_sha256``, ``config_sha256``, ``chat_template_sha256``) computed exactly as an
+    HF export computes it, so a GRPO corpus built from the policy's outputs binds to the
+    export of the same model directory. Only such policies can feed ``--grpo-output``.
+    """
+
+    def tokenizer_identity(self) -> Mapping[str, str]: ...
 
 
 @runtime_checkable

@@ -6,7 +6,8 @@
 | ``random`` | none |
 | ``openai`` | ``base_url=URL``, ``model=NAME`` (required); ``api_key_env=VAR``,
   ``template_kwargs=true|false`` |
-| ``transformers`` | ``model_dir=PATH`` (required); ``name=TEXT``, ``device=cpu`` |
+| ``transformers`` | ``model_dir=PATH`` (required); ``name=TEXT``, ``device=cpu|cuda|cuda:N``,
+  ``adapter_dir=PATH`` (a PEFT LoRA adapter applied on top) |
 
 Unknown names, unknown or missing options are ``policy_config_invalid`` (exit status 2).
 Sampling controls (temperature, max action tokens, thinking, seeds) are not options: they
@@ -26,7 +27,7 @@ _ALLOWED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "scripted": (frozenset({"script"}), frozenset()),
     "random": (frozenset(), frozenset()),
     "openai": (frozenset({"base_url", "model"}), frozenset({"api_key_env", "template_kwargs"})),
-    "transformers": (frozenset({"model_dir"}), frozenset({"name", "device"})),
+    "transformers": (frozenset({"model_dir"}), frozenset({"name", "device", "adapter_dir"})),
 }
 
 
@@ -91,5 +92,8 @@ def build_policy(name: str, options: Mapping[str, str] | None = None) -> Policy:
     from kiln_verify.openenv.policy.transformers_policy import TransformersPolicy
 
     return TransformersPolicy(
-        opts["model_dir"], name=opts.get("name") or None, device=opts.get("device", "cpu")
+        opts["model_dir"],
+        name=opts.get("name") or None,
+        device=opts.get("device", "cpu"),
+        adapter_dir=opts.get("adapter_dir") or None,
     )

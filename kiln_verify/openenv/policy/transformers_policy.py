@@ -10,24 +10,55 @@ same tempered distribution at the drawn token. Generation stops at an end-of-seq
 token (kept in the completion ids) or after ``max_action_tokens`` tokens. With thinking on,
 the decoded completion is split at the first ``</think>`` into ``reasoning`` and ``text``;
 with no ``</think>`` the whole completion is reasoning and ``text`` is empty.
+
+``adapter_dir`` applies a PEFT LoRA adapter (``adapter_config.json`` +
+``adapter_model.safetensors``, e.g. one installed by ``kiln-verify hf import-peft`` or
+written by an export's ``train.py``) on top of the base weights with
+``PeftModel.from_pretrained`` in eval mode, unmerged. ``device`` is ``cpu``, ``cuda`` or
+``cuda:N``; the model, every input tensor and the sampling ``torch.Generator`` live there.
+
+The identity binds what changes outputs: ``model_sha256`` is the
+``kiln.base-model-content.v1`` aggregate of the ``*.safetensors`` shards (the digest an HF
+export records as ``base_model_sha256``; the canonical digest of the whole file listing
+when there is no shard), ``parameters["files"]`` every file's digest, and ``adapter`` the
+adapter's ``{name, content_sha256}`` (directory name plus the §5.6 content revision, the
+pair an export records for ``--input-adapter``). The default name is the one an export
+would choose (``config.json`` ``_name_or_path``, else the directory name), so a GRPO
+corpus from this policy exports against the same directory without extra flags.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kiln_verify.core.digest import Sha256Digest, canonical_digest, hash_file
+from kiln_verify.core.digest import (
+    Sha256Digest,
+    base_model_aggregate,
+    canonical_digest,
+    hash_file,
+)
+from kiln_verify.core.jsonio import loads_object
 from kiln_verify.errors import (
+    KilnError,
     LimitExceeded,
     PathMissing,
+    PolicyAdapterInvalid,
     PolicyConfigInvalid,
     PolicyGenerationFailed,
     PolicyUnavailable,
 )
-from kiln_verify.limits import MAX_MODEL_FILE_BYTES, MAX_MODEL_FILES
+from kiln_verify.limits import (
+    MAX_ADAPTER_CONFIG_BYTES,
+    MAX_MODEL_CONFIG_BYTES,
+    MAX_MODEL_FILE_BYTES,
+    MAX_MODEL_FILES,
+)
 from kiln_verify.openenv.policy.base import (
     MONOTONIC,
     BehaviorPolicyIdentity,
@@ -40,10 +71,14 @@ from kiln_verify.openenv.policy.base import (
 )
 
 THINK_CLOSE = "</think>"
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+_DEVICE = re.compile(r"(cpu|cuda(:[0-9]{1,3})?)")
 
 
-def _model_digest(directory: Path) -> tuple[str, dict[str, str]]:
-    files = sorted(p for p in directory.iterdir() if p.is_file() and not p.is_symlink())
+def _model_files(directory: Path) -> list[tuple[str, Sha256Digest, int]]:
+    """(name, digest, size) of every regular file, links followed (HF cache snapshots)."""
+    files = sorted(p for p in directory.iterdir() if p.is_file())
     if len(files) > MAX_MODEL_FILES:
         raise LimitExceeded(
             "the model directory",
@@ -51,12 +86,67 @@ def _model_digest(directory: Path) -> tuple[str, dict[str, str]]:
             bound=MAX_MODEL_FILES,
             observed=len(files),
         )
-    listing: list[tuple[str, str, int]] = []
+    listing = []
     for path in files:
-        digest = hash_file(path, max_bytes=MAX_MODEL_FILE_BYTES)
-        listing.append((path.name, str(digest.sha256), digest.size_bytes))
-    by_name = {name: sha for name, sha, _ in listing}
-    return str(canonical_digest([list(item) for item in listing])), by_name
+        digest = hash_file(os.path.realpath(path), max_bytes=MAX_MODEL_FILE_BYTES)
+        listing.append((path.name, digest.sha256, digest.size_bytes))
+    return listing
+
+
+def _model_digest(listing: list[tuple[str, Sha256Digest, int]]) -> Sha256Digest:
+    shards = [(sha, size) for name, sha, size in listing if name.endswith(".safetensors")]
+    if shards:
+        return base_model_aggregate(shards)
+    return canonical_digest([[name, str(sha), size] for name, sha, size in listing])
+
+
+def _default_name(directory: Path) -> str:
+    """What ``hf export`` calls the model: ``config.json`` ``_name_or_path`` or the dir name."""
+    try:
+        config = loads_object(
+            (directory / "config.json").read_bytes()[: MAX_MODEL_CONFIG_BYTES + 1],
+            max_bytes=MAX_MODEL_CONFIG_BYTES,
+            source="config.json",
+        )
+    except (OSError, KilnError):
+        config = {}
+    named = config.get("_name_or_path")
+    return str(named) if named else directory.resolve().name
+
+
+def _adapter_identity(adapter_dir: str | os.PathLike[str]) -> tuple[Path, dict[str, str]]:
+    """The adapter directory and its ``{name, content_sha256}`` (kiln-hf-trl-contract §5.6)."""
+    from kiln_verify.hf.digests import adapter_content_revision
+
+    root = Path(adapter_dir)
+    if not root.is_dir():
+        raise PathMissing("the adapter directory does not exist", path=os.fspath(adapter_dir))
+    for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
+        if not (root / name).is_file():
+            raise PathMissing(
+                f"the adapter directory has no {name}",
+                path=os.fspath(root / name),
+                hint="adapter_dir must hold adapter_config.json and adapter_model.safetensors",
+            )
+    config = hash_file(os.path.realpath(root / ADAPTER_CONFIG), max_bytes=MAX_ADAPTER_CONFIG_BYTES)
+    weights = hash_file(os.path.realpath(root / ADAPTER_WEIGHTS), max_bytes=MAX_MODEL_FILE_BYTES)
+    revision = adapter_content_revision(weights.sha256, weights.size_bytes, config.sha256)
+    return root, {"name": root.resolve().name, "content_sha256": "sha256:" + revision}
+
+
+def _load_adapter(model: Any, root: Path) -> Any:
+    try:
+        import peft
+    except ImportError:
+        raise PolicyUnavailable("adapter_dir needs the peft package") from None
+    try:
+        return peft.PeftModel.from_pretrained(model, root, is_trainable=False)
+    except Exception as exc:
+        raise PolicyAdapterInvalid(
+            f"the adapter does not load onto the base model ({type(exc).__name__}: "
+            f"{str(exc)[:200]})",
+            path=os.fspath(root),
+        ) from None
 
 
 class TransformersPolicy:
@@ -68,11 +158,16 @@ class TransformersPolicy:
         *,
         name: str | None = None,
         device: str = "cpu",
+        adapter_dir: str | os.PathLike[str] | None = None,
         clock: Clock = MONOTONIC,
     ) -> None:
         directory = Path(model_dir)
         if not directory.is_dir():
             raise PathMissing("the model directory does not exist", path=os.fspath(model_dir))
+        if not _DEVICE.fullmatch(device):
+            raise PolicyConfigInvalid(
+                f"policy option device must be cpu, cuda or cuda:N (got {device[:32]!r})"
+            )
         try:
             import torch
             import transformers
@@ -80,8 +175,19 @@ class TransformersPolicy:
             raise PolicyUnavailable(
                 "the transformers policy needs torch and transformers"
             ) from None
+        if device != "cpu" and not torch.cuda.is_available():
+            raise PolicyUnavailable(
+                f"device {device} was requested but torch sees no CUDA device",
+                hint="use device=cpu or run on a host with an NVIDIA GPU and a CUDA build of torch",
+            )
         self._torch: Any = torch
-        self._model_sha256, files = _model_digest(directory)
+        self._directory = directory
+        listing = _model_files(directory)
+        self._model_sha256 = _model_digest(listing)
+        adapter: dict[str, str] | None = None
+        adapter_root: Path | None = None
+        if adapter_dir is not None:
+            adapter_root, adapter = _adapter_identity(adapter_dir)
         try:
             self._tokenizer: Any = transformers.AutoTokenizer.from_pretrained(
                 directory, local_files_only=True
@@ -95,20 +201,26 @@ class TransformersPolicy:
             ) from None
         if not getattr(self._tokenizer, "chat_template", None):
             raise PolicyConfigInvalid("the model directory has no chat template")
+        eos = self._model.generation_config.eos_token_id
+        eos_ids = list(eos) if isinstance(eos, list) else [eos]
+        if self._tokenizer.eos_token_id is not None:
+            eos_ids.append(self._tokenizer.eos_token_id)
+        self._eos = frozenset(int(i) for i in eos_ids if i is not None)
+        if adapter_root is not None:
+            self._model = _load_adapter(self._model, adapter_root)
         loaded: Any = self._model
         loaded.to(device)
         loaded.eval()
         self._device = device
-        eos = self._model.generation_config.eos_token_id
-        eos_ids = eos if isinstance(eos, list) else [eos]
-        if self._tokenizer.eos_token_id is not None:
-            eos_ids.append(self._tokenizer.eos_token_id)
-        self._eos = frozenset(int(i) for i in eos_ids if i is not None)
-        self._name = name or directory.resolve().name
+        self._name = name or _default_name(directory)
+        self._adapter = adapter
+        self._tokenizer_identity: dict[str, str] | None = None
         self._clock = clock
-        self._lock = asyncio.Lock()
+        # A thread lock, not an asyncio.Lock: the policy may serve several event loops in
+        # turn (one asyncio.run per collection), and an asyncio.Lock binds to the first.
+        self._lock = threading.Lock()
         self._parameters = {
-            "files": files,
+            "files": {file: str(sha) for file, sha, _ in listing},
             "device": device,
             "dtype": "float32",
             "sampler": "kiln-verify-multinomial/v1",
@@ -190,17 +302,53 @@ class TransformersPolicy:
             provenance=provenance,
         )
 
+    def _generate_locked(self, request: PolicyRequest) -> PolicyResponse:
+        with self._lock:
+            return self._generate(request)
+
     async def act(self, request: PolicyRequest) -> PolicyResponse:
-        async with self._lock:
-            return await asyncio.to_thread(self._generate, request)
+        return await asyncio.to_thread(self._generate_locked, request)
 
     def identity(self) -> BehaviorPolicyIdentity:
         return BehaviorPolicyIdentity(
             kind="transformers",
             name=self._name,
             parameters=self._parameters,
-            model_sha256=Sha256Digest.parse(self._model_sha256),
+            model_sha256=self._model_sha256,
+            adapter=self._adapter,
         )
+
+    def tokenizer_identity(self) -> Mapping[str, str]:
+        """The provenance ``tokenizer`` block, read exactly as ``hf export`` reads it.
+
+        Computed once, on first use (it re-hashes the shards): the export's own
+        :class:`~kiln_verify.hf.export.model_dir.ModelSnapshot` is the single rule for the
+        vocabulary, tokenizer and inference-template digests. The snapshot must still show
+        the weights this policy loaded, else the directory changed under us.
+        """
+        if self._tokenizer_identity is None:
+            from kiln_verify.core.digest import sha256_bytes
+            from kiln_verify.hf.export.model_dir import ModelSnapshot
+
+            try:
+                snapshot = ModelSnapshot.read(self._directory, served_model_id=self._name)
+            except KilnError as exc:
+                raise PolicyConfigInvalid(
+                    f"the model directory cannot be exported, so no GRPO corpus can bind to it "
+                    f"({exc.code}: {exc.rule})",
+                    path=os.fspath(self._directory),
+                ) from None
+            if snapshot.shards.aggregate_sha256 != str(self._model_sha256):
+                raise PolicyConfigInvalid(
+                    "the model weights changed since the policy loaded them",
+                    path=os.fspath(self._directory),
+                )
+            self._tokenizer_identity = {
+                "vocab_sha256": str(snapshot.vocab_sha256),
+                "config_sha256": str(sha256_bytes(snapshot.tokenizer)),
+                "chat_template_sha256": str(sha256_bytes(snapshot.chat_template)),
+            }
+        return dict(self._tokenizer_identity)
 
     async def aclose(self) -> None:
         return None
