@@ -1,24 +1,45 @@
-"""The `kiln-verify` command line: argument parsing and rendering only, no contract logic."""
+"""The `kiln-verify` command line: argument parsing and rendering only, no contract logic.
+
+Each command group imports its own stack (the OpenEnv client pulls websockets, httpx and
+jsonschema; the HF group pulls the export records), and start-up time is part of what a
+user pays for `kiln-verify hf verify` on a small bundle. So the console script builds only
+the group named on the command line; the full application (``app``, used by tests and by
+``kiln-verify --help``) is built on first access.
+"""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
 
 import typer
 
 from kiln_verify import __version__
-from kiln_verify.cli.hf_cmd import hf_app
-from kiln_verify.cli.openenv_cmd import openenv_app
-from kiln_verify.cli.oracle_cmd import oracle_app
 
-app = typer.Typer(
-    name="kiln-verify",
-    help="Conformance and verification for OpenEnv rollouts and the HF/TRL hand-off.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(oracle_app, name="oracle")
-app.add_typer(openenv_app, name="openenv")
-app.add_typer(hf_app, name="hf")
+
+def _oracle_app() -> typer.Typer:
+    from kiln_verify.cli.oracle_cmd import oracle_app
+
+    return oracle_app
+
+
+def _openenv_app() -> typer.Typer:
+    from kiln_verify.cli.openenv_cmd import openenv_app
+
+    return openenv_app
+
+
+def _hf_app() -> typer.Typer:
+    from kiln_verify.cli.hf_cmd import hf_app
+
+    return hf_app
+
+
+GROUPS: dict[str, Callable[[], typer.Typer]] = {
+    "oracle": _oracle_app,
+    "openenv": _openenv_app,
+    "hf": _hf_app,
+}
 
 
 def _version_callback(value: bool) -> None:
@@ -27,7 +48,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
@@ -36,6 +56,35 @@ def _root(
     """Conformance and verification for OpenEnv rollouts and the HF/TRL hand-off."""
 
 
+def build_app(groups: Sequence[str] = tuple(GROUPS)) -> typer.Typer:
+    """The root application with the named command groups attached, in a fixed order."""
+    root = typer.Typer(
+        name="kiln-verify",
+        help="Conformance and verification for OpenEnv rollouts and the HF/TRL hand-off.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    root.callback()(_root)
+    for name in GROUPS:
+        if name in groups:
+            root.add_typer(GROUPS[name](), name=name)
+    return root
+
+
+_FULL: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    global _FULL
+    if name == "app":
+        if _FULL is None:
+            _FULL = build_app()
+        return _FULL
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main() -> None:
     """Console-script entry point; usage errors exit 2, contract failures 1."""
-    app()
+    first = sys.argv[1] if len(sys.argv) > 1 else ""
+    build_app([first] if first in GROUPS else tuple(GROUPS))()
