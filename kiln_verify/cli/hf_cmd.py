@@ -239,3 +239,41 @@ def envelope_command(
     from kiln_verify.hf.envelope import write_envelope_archive
 
     _run(lambda: write_envelope_archive(bundle, name, output).to_json(), as_json)
+
+
+_IMPORT_PATH = typer.Argument(
+    ...,
+    help=(
+        "NAME.kiln-hf-import.tar.gz, a NAME.kiln-hf-import envelope directory, or an "
+        "installed adapter directory REGISTRY/NAME."
+    ),
+)
+_INSTALLED_NAME = typer.Option(
+    None,
+    "--name",
+    help="Installed adapter only: the name its receipt must bind (default: the directory name).",
+)
+_RESIDENT = typer.Option(
+    None,
+    "--model",
+    help="Also require this resident model's identity and a structurally loadable adapter.",
+)
+
+
+@hf_app.command("verify-import")
+def verify_import_command(
+    path: Path = _IMPORT_PATH,
+    name: str | None = _INSTALLED_NAME,
+    model: Path | None = _RESIDENT,
+    served_model_id: str | None = _SERVED,
+    as_json: bool = _JSON,
+) -> None:
+    """Verify an import envelope (archive or directory) or an installed adapter directory."""
+    from kiln_verify.hf.verify_import import verify_import_path
+
+    _run(
+        lambda: verify_import_path(
+            path, name=name, model=model, served_model_id=served_model_id
+        ),
+        as_json,
+    )

@@ -77,6 +77,7 @@ __all__ = [
     "ImportOutcome",
     "InstalledAdapter",
     "import_peft",
+    "require_resident",
     "resident_identity",
     "verify_installed",
 ]
@@ -143,7 +144,8 @@ def resident_identity(
     )
 
 
-def _require_resident(resident: ResidentModelIdentity, export: ExportManifest, model: str) -> None:
+def require_resident(resident: ResidentModelIdentity, export: ExportManifest, model: str) -> None:
+    """The recomputed resident identity equals the export's, field by field."""
     want = ResidentModelIdentity.from_export(export.model).to_json()
     got = resident.to_json()
     for key, value in want.items():
@@ -288,7 +290,7 @@ def import_peft(
             exported_trl_template=(envelope / "training_chat_template.jinja").read_bytes(),
             served_model_id=served_model_id,
         )
-        _require_resident(resident, export, model_shown)
+        require_resident(resident, export, model_shown)
         check_adapter(envelope, model)
         receipt = ImportReceipt.create(
             adapter_name=name,

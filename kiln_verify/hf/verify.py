@@ -56,6 +56,7 @@ from kiln_verify.hf.manifest import (
     read_result,
     read_sft_ingestion,
 )
+from kiln_verify.hf.replay import TokenReplay
 from kiln_verify.hf.runner import reference_script
 from kiln_verify.limits import (
     MAX_CHAT_TEMPLATE_BYTES,
@@ -65,6 +66,7 @@ from kiln_verify.limits import (
     MAX_MANIFEST_BYTES,
     MAX_SFT_RECEIPT_BYTES,
     MAX_SFT_ROW_BYTES,
+    MAX_TOKENIZER_BYTES,
 )
 from kiln_verify.openenv.records.common import validate_record
 
@@ -278,7 +280,13 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
     if export.task == "sft":
         _check_sft(shown, export)
     else:
-        scan_grpo_corpus(os.path.join(shown, "train.jsonl"), GrpoBinding.of(export), totals=export)
+        replay = TokenReplay(
+            read_bundle_file(shown, "tokenizer.json", MAX_TOKENIZER_BYTES),
+            read_bundle_file(shown, "chat_template.jinja", MAX_CHAT_TEMPLATE_BYTES),
+        )
+        scan_grpo_corpus(
+            os.path.join(shown, "train.jsonl"), GrpoBinding.of(export), totals=export, replay=replay
+        )
     embedded = reference_script()
     return BundleReport(
         kind="completed" if completed else "pristine",
@@ -492,10 +500,13 @@ def scan_grpo_corpus(
     binding: GrpoBinding | None = None,
     *,
     totals: ExportManifest | None = None,
+    replay: TokenReplay | None = None,
 ) -> GrpoScan:
     """Stream-verify a GRPO corpus: canonical rows, 1..10,000,000 groups, one width, one
-    behaviour policy, identities equal to ``binding`` (when given) and the row count and
-    ordered corpus digest ``totals`` declares (when given)."""
+    behaviour policy, identities equal to ``binding`` (when given), every group's tokens
+    replayed through the exported tokenizer and template (``replay``, when given; the
+    export writer and :func:`verify_bundle` always give it) and the row count and ordered
+    corpus digest ``totals`` declares (when given)."""
     shown = os.fspath(path)
     hasher = GrpoCorpusHasher()
     width = 0
@@ -530,6 +541,11 @@ def scan_grpo_corpus(
         if binding is not None:
             try:
                 check_grpo_group(group, binding)
+            except KilnError as exc:
+                raise exc.at(path=shown, line=number) from None
+        if replay is not None:
+            try:
+                replay.check_group(group)
             except KilnError as exc:
                 raise exc.at(path=shown, line=number) from None
         hasher.update(row)

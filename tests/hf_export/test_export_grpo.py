@@ -17,40 +17,18 @@ from kiln_verify.cli import app
 from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.jsonio import dumps_compact
 from kiln_verify.errors import HfGrpoCorpusInvalid, KilnError
-from kiln_verify.hf.export import ModelSnapshot, export_grpo
+from kiln_verify.hf.export import export_grpo
 from kiln_verify.hf.manifest import GrpoGroup, grpo_corpus_sha256, grpo_row_bytes, read_export
 from kiln_verify.hf.verify import verify_path
-from tests.hf.fixtures import MESSAGES, completion
+from tests.hf.grpo_corpus import synthetic_groups, write_groups
 
 
 def _groups(model: Path, count: int = 2) -> list[dict[str, Any]]:
-    snap = ModelSnapshot.read(model)
-    policy = {
-        "served_model_id": snap.served_model_id,
-        "base_model_sha256": snap.shards.aggregate_sha256,
-        "inference_config_sha256": str(sha256_bytes(b"inference")),
-        "implementation": "kiln-test/cpu",
-    }
-    tokenizer = {
-        "vocab_sha256": str(snap.vocab_sha256),
-        "config_sha256": str(sha256_bytes(snap.tokenizer)),
-        "chat_template_sha256": str(sha256_bytes(snap.chat_template)),
-    }
-    groups = []
-    for index in range(count):
-        completions = []
-        for text, reward in (("b", 1.0), ("c", -0.5 * index)):
-            row = completion(text, reward)
-            row["provenance"]["behavior_policy"] = copy.deepcopy(policy)
-            row["provenance"]["tokenizer"] = dict(tokenizer)
-            completions.append(row)
-        groups.append({"messages": MESSAGES, "completions": completions})
-    return groups
+    return synthetic_groups(model, count)
 
 
 def _write(path: Path, groups: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(grpo_row_bytes(GrpoGroup.model_validate(g)) for g in groups))
-    return path
+    return write_groups(path, groups)
 
 
 def test_export_grpo_round_trip(tmp_path: Path, tiny_model: Path) -> None:

@@ -48,6 +48,7 @@ from kiln_verify.hf.manifest import (
     document_bytes,
 )
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
+from kiln_verify.hf.replay import TokenReplay
 from kiln_verify.hf.runner import environment_lock, reference_script
 from kiln_verify.hf.verify import (
     ARCHIVE_SUFFIX,
@@ -403,7 +404,8 @@ def export_grpo(
         },
         adapter=None if adapter is None else adapter.behaviour_identity(),
     )
-    scan = scan_grpo_corpus(source, binding)  # before anything is written
+    replay = TokenReplay(snapshot.tokenizer, snapshot.chat_template)
+    scan = scan_grpo_corpus(source, binding, replay=replay)  # before anything is written
     files = _fixed_files(snapshot, trl, native, split, adapter)
     files["train.jsonl"] = source
 

@@ -1224,6 +1224,20 @@ def train(args: argparse.Namespace, pre: Preflight) -> str:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def save_adapter(model: Any, adapter_dir: str, adapters: list[str]) -> None:
+    """Save the named PEFT adapters with byte-stable configs.
+
+    PEFT writes set-valued config fields (``target_modules``) as ``list(set)``, whose
+    order follows string hash randomization, so two identical runs would publish different
+    ``adapter_config.json`` bytes (and content revisions); sets are sorted first.
+    """
+    for config in model.peft_config.values():
+        for key, value in vars(config).items():
+            if isinstance(value, set | frozenset):
+                setattr(config, key, sorted(value))
+    model.save_pretrained(adapter_dir, safe_serialization=True, selected_adapters=adapters)
+
+
 def resolve_dtype(choice: str) -> str:
     if choice != "auto":
         return choice
@@ -1396,7 +1410,7 @@ def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str,
     trainer.train()
     adapter_dir = os.path.join(work, "adapter")
     if trainer.is_world_process_zero():
-        trainer.model.save_pretrained(adapter_dir, safe_serialization=True)
+        save_adapter(trainer.model, adapter_dir, ["default"])
 
     config: dict[str, Json] = {
         "assistant_only_loss": tagged("boolean", True),
@@ -1523,12 +1537,6 @@ class GroupCursor:
 def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if bundle.has_input_adapter:
-        fail(
-            "task-unsupported",
-            "recorded GRPO from an exported input adapter is not supported by this runner yet",
-            "export without --input-adapter",
-        )
     # private snapshot of the verified corpus; its identity is re-checked before every epoch
     dataset_ident = Identity(
         "train.jsonl",
@@ -1560,7 +1568,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
 
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
+    from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
@@ -1623,14 +1631,23 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
     checkpointing = not args.no_gradient_checkpointing
     model.config.use_cache = not checkpointing
     rank = args.lora_rank or 16
-    peft_config = LoraConfig(
-        r=rank,
-        lora_alpha=args.lora_alpha or 2 * rank,
-        lora_dropout=float(args.lora_dropout or "0.0"),
-        target_modules=list(args.target_modules or LORA_TARGETS),
-        bias="none",
-        task_type="CAUSAL_LM",
-    )
+    peft_config = None
+    if bundle.has_input_adapter:
+        # the exported adapter is both the trainable LoRA and (base + adapter) the behaviour
+        # policy the corpus was recorded under; TRL copies it into a frozen "ref" adapter
+        # for the KL term when beta > 0, so the reference is the initial adapter
+        model = PeftModel.from_pretrained(
+            model, os.path.join(bundle.root, "input_adapter"), is_trainable=True
+        )
+    else:
+        peft_config = LoraConfig(
+            r=rank,
+            lora_alpha=args.lora_alpha or 2 * rank,
+            lora_dropout=float(args.lora_dropout or "0.0"),
+            target_modules=list(args.target_modules or LORA_TARGETS),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
     epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
     config_kwargs: dict[str, Any] = dict(
         output_dir=os.path.join(work, "trainer"),
@@ -1679,13 +1696,21 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         peft_config=peft_config,
         rollout_func=rollout,
     )
+    if bundle.has_input_adapter and float(args.beta) != 0:
+        if "ref" not in trainer.model.peft_config:
+            fail("grpo-kl", "TRL did not create the frozen initial-adapter KL reference")
+        for name, param in trainer.model.named_parameters():
+            if ".ref." in name:
+                param.requires_grad_(False)  # the KL reference never moves
     trainer.train()
     if cursor.consumed == 0:
         fail("grpo-rollout", "training consumed no recorded group")
     adapter_dir = os.path.join(work, "adapter")
     if trainer.is_world_process_zero():
-        trainer.model.save_pretrained(adapter_dir, safe_serialization=True)
+        # only the trained adapter; TRL's frozen "ref" copy is not an output
+        save_adapter(trainer.model, adapter_dir, ["default"])
     beta = float(args.beta)
+    reference = "initial_adapter" if bundle.has_input_adapter else "base_model"
     config: dict[str, Json] = {
         "base_model": tagged("text", args.base_model),
         "behavior_policy": tagged("text", "recorded"),
@@ -1705,9 +1730,9 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         "gradient_checkpointing": tagged("boolean", checkpointing),
         "groups_per_device_batch": tagged("unsigned", args.batch_size),
         "importance_sampling_level": tagged("text", args.importance_sampling_level),
-        "input_adapter": tagged("boolean", False),
+        "input_adapter": tagged("boolean", bundle.has_input_adapter),
         "kl_estimator": tagged("text", "k3"),
-        "kl_reference_policy": tagged("text", "none" if beta == 0 else "base_model"),
+        "kl_reference_policy": tagged("text", "none" if beta == 0 else reference),
         "learning_rate": tagged("decimal", args.learning_rate),
         "loss_type": tagged("text", args.loss_type),
         "lr_scheduler_type": tagged("text", args.lr_scheduler),
@@ -1725,11 +1750,12 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         "use_bias_correction_kl": tagged("boolean", False),
         "warmup_ratio": tagged("decimal", args.warmup_ratio),
         "weight_decay": tagged("decimal", args.weight_decay),
-        "lora_rank": tagged("unsigned", rank),
-        "lora_alpha": tagged("unsigned", args.lora_alpha or 2 * rank),
-        "lora_dropout": tagged("decimal", args.lora_dropout or "0.0"),
-        "target_modules": tagged("text", ",".join(args.target_modules or LORA_TARGETS)),
     }
+    if peft_config is not None:
+        config["lora_rank"] = tagged("unsigned", rank)
+        config["lora_alpha"] = tagged("unsigned", args.lora_alpha or 2 * rank)
+        config["lora_dropout"] = tagged("decimal", args.lora_dropout or "0.0")
+        config["target_modules"] = tagged("text", ",".join(args.target_modules or LORA_TARGETS))
     return adapter_dir, config
 
 

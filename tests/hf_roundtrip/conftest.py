@@ -1,0 +1,86 @@
+"""Shared pieces of the HF/TRL round trips: the tiny model, a random input adapter, and
+running an exported bundle's own ``train.py`` in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+FLAGS = (
+    "--learning-rate",
+    "1e-2",
+    "--dtype",
+    "float32",
+    "--no-gradient-checkpointing",
+    "--seed",
+    "7",
+)
+LORA = ("--lora-rank", "2", "--target-modules", "q_proj,in_proj_qkv")
+GRPO = ("--batch-size", "2", "--beta", "0.04", "--scale-rewards", "group")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.policy.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def input_adapter(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
+    """A LoRA on ``q_proj``/``v_proj`` with random (non-zero) B, named ``support-base``."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(3)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model, local_files_only=True)
+    config = LoraConfig(
+        r=4,
+        lora_alpha=8,
+        target_modules=["q_proj", "v_proj"],
+        init_lora_weights=False,
+        task_type="CAUSAL_LM",
+    )
+    directory = tmp_path_factory.mktemp("adapter") / "support-base"
+    get_peft_model(base, config).save_pretrained(str(directory))
+    return directory
+
+
+def run_train(bundle: Path, model: Path, *flags: str) -> str:
+    """Run ``BUNDLE/train.py`` as the operator would (isolated interpreter); return stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"}
+    script = str(bundle / "train.py")
+    proc = subprocess.run(
+        [sys.executable, "-I", script, str(bundle), "--base-model", str(model), *FLAGS, *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+def run_refused(bundle: Path, model: Path, *flags: str) -> str:
+    """Run ``BUNDLE/train.py --verify-only`` expecting a contract error (exit 2); stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"}
+    script = str(bundle / "train.py")
+    proc = subprocess.run(
+        [sys.executable, "-I", script, str(bundle), "--base-model", str(model), *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout == ""
+    return proc.stderr
