@@ -1,0 +1,1 @@
+"""Hardware qualification: evidence bound to the exact tree, workload, model and host."""

@@ -1,0 +1,1 @@
+"""Small step programs the qualification workloads call (each one a script run by path)."""
