@@ -96,23 +96,12 @@ _CLI = "from kiln_verify.cli import main; main()"
 
 
 def tokenizer_json() -> bytes:
-    """A small byte-level BPE tokenizer trained in milliseconds (``tokenizers`` only)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    """The tiny model's byte-level BPE tokenizer, trained on this benchmark's own words."""
+    from tests.policy.tiny_model import train_tokenizer
 
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=384,
-        min_frequency=2,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
     words = ["arm", "pull", "the", "answer", "is", "four", "two", "plus", "be", "brief"]
     lines = [f"{words[i % 10]} {words[(i * 7) % 10]} {words[(i * 3) % 10]}" for i in range(300)]
-    tk.train_from_iterator(lines, trainer=trainer)
-    return tk.to_str().encode("utf-8")
+    return str(train_tokenizer(lines).to_str()).encode("utf-8")
 
 
 def write_safetensors(path: Path, payload_bytes: int, block: bytes, name: str) -> None:

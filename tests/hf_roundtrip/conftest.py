@@ -37,22 +37,10 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def input_adapter(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
     """A LoRA on ``q_proj``/``v_proj`` with random (non-zero) B, named ``support-base``."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+    from tests.policy.lora_adapter import build_lora_adapter
 
-    torch.manual_seed(3)
-    base = AutoModelForCausalLM.from_pretrained(tiny_model, local_files_only=True)
-    config = LoraConfig(
-        r=4,
-        lora_alpha=8,
-        target_modules=["q_proj", "v_proj"],
-        init_lora_weights=False,
-        task_type="CAUSAL_LM",
-    )
     directory = tmp_path_factory.mktemp("adapter") / "support-base"
-    get_peft_model(base, config).save_pretrained(str(directory))
-    return directory
+    return build_lora_adapter(tiny_model, directory, seed=3)
 
 
 def run_train(bundle: Path, model: Path, *flags: str) -> str:
