@@ -1298,11 +1298,35 @@ def _adapt_config_fields(kwargs: dict[str, Any], config_class: Any, checkpointin
             kwargs["activation_checkpointing_kwargs"] = kwargs.pop("gradient_checkpointing_kwargs")
 
 
+def trainable_lora(args: argparse.Namespace, bundle: Bundle, model: Any) -> tuple[Any, Any]:
+    """(model, LoRA config for the trainer or None).
+
+    An exported input adapter is loaded as the trainable LoRA itself: it is also (base +
+    adapter) the behaviour policy a recorded corpus was sampled under, and for GRPO with
+    beta > 0 TRL copies it into the frozen "ref" adapter, so the KL reference is the
+    initial adapter. Without one, a fresh LoRA is configured from the flags.
+    """
+    from peft import LoraConfig, PeftModel
+
+    if bundle.has_input_adapter:
+        path = os.path.join(bundle.root, "input_adapter")
+        return PeftModel.from_pretrained(model, path, is_trainable=True), None
+    rank = args.lora_rank or 16
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=args.lora_alpha or 2 * rank,
+        lora_dropout=float(args.lora_dropout or "0.0"),
+        target_modules=list(args.target_modules or LORA_TARGETS),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return model, config
+
+
 def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from datasets import Dataset  # type: ignore[import-untyped]
-    from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
 
@@ -1353,21 +1377,7 @@ def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str,
     )
     checkpointing = not args.no_gradient_checkpointing
     model.config.use_cache = not checkpointing
-    peft_config = None
-    if bundle.has_input_adapter:
-        model = PeftModel.from_pretrained(
-            model, os.path.join(bundle.root, "input_adapter"), is_trainable=True
-        )
-    else:
-        rank = args.lora_rank or 16
-        peft_config = LoraConfig(
-            r=rank,
-            lora_alpha=args.lora_alpha or 2 * rank,
-            lora_dropout=float(args.lora_dropout or "0.0"),
-            target_modules=list(args.target_modules or LORA_TARGETS),
-            bias="none",
-            task_type="CAUSAL_LM",
-        )
+    model, peft_config = trainable_lora(args, bundle, model)
     use_cpu = not torch.cuda.is_available()
     config_kwargs: dict[str, Any] = dict(
         output_dir=os.path.join(work, "trainer"),
@@ -1568,7 +1578,6 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
 
     import torch
     from datasets import Dataset
-    from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
@@ -1631,23 +1640,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
     checkpointing = not args.no_gradient_checkpointing
     model.config.use_cache = not checkpointing
     rank = args.lora_rank or 16
-    peft_config = None
-    if bundle.has_input_adapter:
-        # the exported adapter is both the trainable LoRA and (base + adapter) the behaviour
-        # policy the corpus was recorded under; TRL copies it into a frozen "ref" adapter
-        # for the KL term when beta > 0, so the reference is the initial adapter
-        model = PeftModel.from_pretrained(
-            model, os.path.join(bundle.root, "input_adapter"), is_trainable=True
-        )
-    else:
-        peft_config = LoraConfig(
-            r=rank,
-            lora_alpha=args.lora_alpha or 2 * rank,
-            lora_dropout=float(args.lora_dropout or "0.0"),
-            target_modules=list(args.target_modules or LORA_TARGETS),
-            bias="none",
-            task_type="CAUSAL_LM",
-        )
+    model, peft_config = trainable_lora(args, bundle, model)
     epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
     config_kwargs: dict[str, Any] = dict(
         output_dir=os.path.join(work, "trainer"),
