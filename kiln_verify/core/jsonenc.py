@@ -251,6 +251,35 @@ def dumps_canonical(value: Any) -> bytes:
     return _to_utf8(out)
 
 
+_C_COMPACT = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+).encode
+_C_CANONICAL = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False,
+    sort_keys=True,
+).encode
+
+
+def parsed_text(value: Any, *, canonical: bool = False) -> str:
+    """``dumps_compact(value)`` (``dumps_canonical`` if ``canonical``) as text, for a value
+    the strict parser produced (plain dicts with str keys, lists, bounded ints, finite
+    floats, no lone surrogates, bounded depth) -- what the verifier re-renders to compare.
+
+    For such values the C encoder writes the same characters (same string escaper, same
+    ``repr`` of ints and of floats, same key order) except where a float's ``repr`` uses an
+    exponent (always ``e+`` or ``e-``), so any text containing those two falls back to our
+    own writer. Not for arbitrary Python values: the C encoder accepts non-str keys,
+    mapping subclasses and any depth that ours refuses.
+    """
+    try:
+        text = (_C_CANONICAL if canonical else _C_COMPACT)(value)
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is None or "e+" in text or "e-" in text:
+        return (dumps_canonical if canonical else dumps_compact)(value).decode("utf-8")
+    return text
+
+
 def dumps_pretty(value: Any) -> bytes:
     """serde_json pretty bytes (2-space indent, ``": "``) plus one trailing LF, keys in order."""
     out: list[str] = []

@@ -9,6 +9,14 @@ Parsing runs in the standard library's C scanner. The expensive-to-exploit cases
 nesting, huge numbers, surrogate escapes) are found first by cheap regular-expression
 scans over the text, so honest documents pay almost nothing for the strictness and
 hostile ones never reach a quadratic or recursive code path.
+
+Two tiers, one answer: :func:`loads` first tries a fast path (byte-level C passes that are
+exact for *valid* JSON: the nesting depth and the suspicious-number spots, in
+:mod:`kiln_verify.core.jsonfast`) and accepts its
+result only when the C parse then succeeds; anything else -- a check that fires, a parse
+error, a hook that refuses -- reruns the document through the strict path, which alone
+decides every error. So the fast path can only return what the strict path would return
+(``tests/core/test_json_fastpath.py`` checks this on generated and hostile documents).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any, NamedTuple, NoReturn
 
 from kiln_verify.core.jsonenc import dumps_canonical, dumps_compact, dumps_pretty, format_float
+from kiln_verify.core.jsonfast import depth_within, numbers_suspicious
 from kiln_verify.errors import (
     JsonDuplicateKey,
     JsonInvalidUtf8,
@@ -41,15 +50,22 @@ from kiln_verify.errors import (
 from kiln_verify.limits import MAX_JSON_DEPTH, MAX_JSON_NUMBER_CHARS
 
 __all__ = [
+    "MISS",
     "JsonlLine",
+    "depth_within",
     "dumps_canonical",
     "dumps_compact",
     "dumps_pretty",
+    "fast_clean",
+    "fast_value",
     "format_float",
     "iter_jsonl",
     "iter_lines",
     "loads",
     "loads_object",
+    "loads_strict",
+    "numbers_suspicious",
+    "raw_decode",
 ]
 
 Source = str | os.PathLike[str] | None
@@ -140,7 +156,8 @@ def _check_numbers(text: str, raw: bytes) -> None:
     """Bound number length and refuse spellings that overflow to infinity (``1e400``)."""
     image = raw.translate(_NUMBER_IMAGE)
     long_run = _LONG_DIGIT_RUN in image
-    big_exponent = b"e000" in image or b"e+000" in image
+    # a long mantissa overflows with a short exponent too (250 digits, then e99)
+    big_exponent = long_run or b"e000" in image or b"e+000" in image
     if not (long_run or big_exponent):
         return
     bare = _STRINGS.sub('""', text)
@@ -169,6 +186,64 @@ def _check_strings(value: Any) -> None:
             stack.extend(item)
 
 
+def fast_clean(text: str, raw: bytes, depth_limit: int | None) -> bool:
+    """Whether a document that parses (``text``, its UTF-8 ``raw``) passes every strict check.
+
+    ``depth_limit`` is ``None`` when the caller has bounded the nesting depth already. The
+    answer is meaningful only for valid JSON, i.e. after the C parse succeeded.
+    """
+    if depth_limit is not None and not depth_within(raw, depth_limit):
+        return False
+    return not numbers_suspicious(raw) and _SURROGATE_ESCAPE.search(text) is None
+
+
+def fast_value(text: str, raw: bytes, depth_limit: int | None) -> Any:
+    """The parsed value when the fast path proves it is the strict one, else :data:`MISS`."""
+    try:
+        value = _DECODER.decode(text)
+    except (ValueError, KilnError, RecursionError):  # JSONDecodeError is a ValueError
+        return MISS
+    return value if fast_clean(text, raw, depth_limit) else MISS
+
+
+def raw_decode(text: str) -> tuple[Any, int]:
+    """The strict decoder's ``raw_decode`` (duplicate keys and constants refused by hooks):
+    the first value in ``text`` and where it ends; no whitespace skipped, no other check."""
+    return _DECODER.raw_decode(text)
+
+
+class _Miss:
+    def __repr__(self) -> str:
+        return "MISS"
+
+
+MISS: Any = _Miss()
+"""What :func:`fast_value` returns when the strict path must decide."""
+
+
+def _strict_value(text: str, raw: bytes, depth_checked: bool) -> Any:
+    if not depth_checked:
+        _check_depth(text)
+    _check_numbers(text, raw)
+    try:
+        value = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise JsonSyntax(f"{exc.msg} at column {exc.colno}", line=exc.lineno) from None
+    except RecursionError:
+        raise JsonTooDeep(f"nesting depth exceeds MAX_JSON_DEPTH = {MAX_JSON_DEPTH}") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _check_strings(value)
+    return value
+
+
+def loads_strict(
+    data: bytes | bytearray | memoryview | str, *, max_bytes: int, depth_checked: bool = False
+) -> Any:
+    """:func:`loads` without its fast path (the reference the fast path is tested against)."""
+    text, raw = _decode(data, max_bytes)
+    return _strict_value(text, raw, depth_checked)
+
+
 def loads(
     data: bytes | bytearray | memoryview | str,
     *,
@@ -185,17 +260,9 @@ def loads(
     """
     try:
         text, raw = _decode(data, max_bytes)
-        if not depth_checked:
-            _check_depth(text)
-        _check_numbers(text, raw)
-        try:
-            value = _DECODER.decode(text)
-        except json.JSONDecodeError as exc:
-            raise JsonSyntax(f"{exc.msg} at column {exc.colno}", line=exc.lineno) from None
-        except RecursionError:
-            raise JsonTooDeep(f"nesting depth exceeds MAX_JSON_DEPTH = {MAX_JSON_DEPTH}") from None
-        if _SURROGATE_ESCAPE.search(text):
-            _check_strings(value)
+        value = fast_value(text, raw, None if depth_checked else MAX_JSON_DEPTH)
+        if value is MISS:
+            value = _strict_value(text, raw, depth_checked)
     except KilnError as exc:
         if source is not None and exc.path is None:
             exc.at(path=source)

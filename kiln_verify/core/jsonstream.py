@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from kiln_verify.core.jsonio import loads, loads_object
+from kiln_verify.core.jsonio import MISS, fast_clean, loads, loads_object, raw_decode
 from kiln_verify.errors import (
     JsonDuplicateKey,
     JsonSyntax,
@@ -61,6 +61,7 @@ class _Reader:
         self.pos = 0
         self.total = 0
         self.eof = False
+        self._guess = 4096
 
     def fill(self) -> bool:
         """Append one chunk (dropping consumed bytes first); ``False`` at end of input."""
@@ -142,8 +143,48 @@ class _Reader:
                 if depth == 0:
                     return p
 
+    def fast_value(self, start: int, base_depth: int) -> Any:
+        """An array or object complete in the buffer, parsed by the C scanner, or ``MISS``.
+
+        The scanner finds the end itself; the value counts only if the fast path's checks
+        (:func:`kiln_verify.core.jsonio.fast_clean`, depth from the document root) hold
+        for exactly its bytes -- then the bracket scan and strict parse below would have
+        produced the same end and value. Never reads more input (an element cut by the
+        buffer end takes the strict route), so errors and their order cannot change.
+        """
+        buf = self.buf
+        size = len(buf) - start
+        window = min(size, self._guess)
+        while True:
+            chunk = bytes(buf[start : start + window])
+            try:
+                text = chunk.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if exc.reason != "unexpected end of data":
+                    return MISS
+                chunk = chunk[: exc.start]
+                text = chunk.decode("utf-8")
+            try:
+                value, end = raw_decode(text)
+            except (ValueError, KilnError, RecursionError):  # JSONDecodeError: ValueError
+                if window == size:
+                    return MISS
+                window = min(size, 4 * window)
+                continue
+            break
+        nbytes = end if len(text) == len(chunk) else len(text[:end].encode("utf-8"))
+        if not fast_clean(text[:end], chunk[:nbytes], MAX_JSON_DEPTH - base_depth):
+            return MISS
+        self._guess = nbytes + (nbytes >> 2) + 64  # the next element is likely as long
+        self.pos = start + nbytes
+        return value
+
     def value(self, base_depth: int) -> Any:
         start = self.pos
+        if self.buf[start] in _OPENERS:
+            value = self.fast_value(start, base_depth)
+            if value is not MISS:
+                return value
         end = self.value_end(start, base_depth)
         self.pos = end
         # the scan above bounded the nesting depth (from the document root) already

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 import struct
 from collections.abc import Mapping
@@ -32,7 +33,6 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
-    SerializationInfo,
     SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
@@ -40,7 +40,6 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
-    model_serializer,
     model_validator,
 )
 
@@ -103,11 +102,17 @@ def sort_keys(value: Any) -> Any:
     and therefore how every free-form value in our records is written (docs/contract.md).
     """
     if isinstance(value, dict):
-        return {key: sort_keys(value[key]) for key in sorted(value)}
+        # scalars are copied inline: one call per container, not one per value
+        return {
+            key: sort_keys(item) if isinstance(item, dict | list) else item
+            for key, item in sorted(value.items(), key=_first)
+        }
     if isinstance(value, list):
-        return [sort_keys(item) for item in value]
+        return [sort_keys(item) if isinstance(item, dict | list) else item for item in value]
     return value
 
+
+_first = operator.itemgetter(0)
 
 def _any_json(value: Any) -> Any:
     return value
@@ -184,7 +189,14 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 """Exactly the characters of Unicode category ``Cc`` (control)."""
 
 
+_IDENTITY_OK: dict[str, None] = {}
+"""Identity texts already accepted (names and URLs repeat on every record); bounded."""
+_IDENTITY_OK_MAX: Final = 1024
+
+
 def _identity_text(value: Any) -> str:
+    if type(value) is str and value in _IDENTITY_OK:
+        return value
     if not isinstance(value, str):
         raise ValueError("must be a string")
     if not value or value != value.strip():
@@ -193,6 +205,10 @@ def _identity_text(value: Any) -> str:
         raise ValueError(f"is longer than MAX_RECORD_TEXT_BYTES = {MAX_RECORD_TEXT_BYTES}")
     if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
+    if type(value) is str:
+        if len(_IDENTITY_OK) >= _IDENTITY_OK_MAX:
+            _IDENTITY_OK.clear()
+        _IDENTITY_OK[value] = None
     return value
 
 
@@ -228,10 +244,31 @@ RewardValue = Annotated[
 
 def bits_equal(left: float, right: float) -> bool:
     """Bit-exact f64 equality (``0.0`` and ``-0.0`` differ), as Kiln's verifier compares."""
+    if type(left) is float and type(right) is float:
+        # Equal non-zero floats have equal bits; zeros differ by sign only; unequal floats
+        # differ unless both are NaN (whose payload bits decide below).
+        if left == right:
+            return left != 0.0 or math.copysign(1.0, left) == math.copysign(1.0, right)
+        if left == left or right == right:  # at most one of them is NaN
+            return False
     return struct.pack("<d", left) == struct.pack("<d", right)
 
 
 # --- the base class ------------------------------------------------------------------------
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def omit_unset(record: Record, handler: SerializerFunctionWrapHandler) -> Any:
+    """The body of a wrap serializer for records with ``_omit_when_unset`` fields."""
+    data = handler(record)
+    if isinstance(data, dict):
+        for key in record._omit_when_unset:
+            if key not in record.model_fields_set:
+                data.pop(key, None)
+    return data
 
 
 class Record(BaseModel):
@@ -251,28 +288,45 @@ class Record(BaseModel):
     def _refuse_explicit_null(cls, data: Any, info: ValidationInfo) -> Any:
         # Only documents read from JSON (validate_record) are held to this; Python
         # callers may pass None for "absent".
-        if info.context == _FROM_JSON and (type(data) is dict or isinstance(data, Mapping)):
-            for key in cls._omit_when_none:
-                if key in data and data[key] is None:
-                    raise ValueError(f"{key!r} must be omitted rather than null")
-            # A constant tag (`schema`, `client_profile`) has a default for Python callers,
-            # but a document that leaves it out is not the record it claims to be.
-            for key in _constant_keys(cls):
-                if key not in data:
-                    raise ValueError(f"{key!r} is required")
+        if type(data) is dict or isinstance(data, Mapping):
+            rules = _NULL_RULES.get(cls)
+            if rules is None:
+                rules = _NULL_RULES[cls] = (tuple(cls._omit_when_none), _constant_keys(cls))
+            omit, constants = rules
+            if (omit or constants) and info.context == _FROM_JSON:
+                for key in omit:
+                    if key in data and data[key] is None:
+                        raise ValueError(f"{key!r} must be omitted rather than null")
+                # A constant tag (`schema`, `client_profile`) has a default for Python
+                # callers, but a document that leaves it out is not the record it claims
+                # to be.
+                if not data.keys() >= constants:
+                    for key in constants:
+                        if key not in data:
+                            raise ValueError(f"{key!r} is required")
         return data
 
-    @model_serializer(mode="wrap")
-    def _omit_absent(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in self._omit_when_none:
-                if key in data and data[key] is None:
-                    del data[key]
-            for key in self._omit_when_unset:
-                if key not in self.model_fields_set:
-                    data.pop(key, None)
-        return data
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Omit ``_omit_when_none`` fields through pydantic's own ``exclude_if``.
+
+        A per-field rule in the compiled serializer instead of a Python wrap serializer
+        on every record: dumping the replay manifest no longer calls back into Python
+        once per nested model (docs/performance.md, "Collector overhead").
+        """
+        super().__pydantic_init_subclass__(**kwargs)
+        names = {field.alias or name: name for name, field in cls.model_fields.items()}
+        unknown = cls._omit_when_none - names.keys()
+        if unknown:
+            raise TypeError(f"{cls.__name__}._omit_when_none names no field: {sorted(unknown)}")
+        changed = False
+        for key in cls._omit_when_none:
+            field = cls.model_fields[names[key]]
+            if field.exclude_if is None:
+                field.exclude_if = _is_none
+                changed = True
+        if changed:
+            cls.model_rebuild(force=True)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-ready Python values, keys in Kiln's order."""
@@ -315,6 +369,10 @@ def _tag_free_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]
         parts.append(part)
         skip = part in _TAGGED_UNION_FIELDS
     return tuple(parts)
+
+
+_NULL_RULES: dict[type[Record], tuple[tuple[str, ...], frozenset[str]]] = {}
+"""Per record class: the keys that must not be ``null`` and the constant tags (cached)."""
 
 
 @functools.cache

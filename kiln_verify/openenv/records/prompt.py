@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
+from kiln_verify.core.jsonenc import parsed_text
 from kiln_verify.core.jsonio import dumps_compact, loads
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_CLIENT_FRAME_BYTES
@@ -31,6 +32,7 @@ __all__ = [
     "harness_error_content",
     "initial_messages",
     "observation_content",
+    "observation_json_text",
     "parse_model_action",
     "protocol_error_content",
     "rust_debug_str",
@@ -105,35 +107,79 @@ def system_prompt(inspection: EnvironmentInspection) -> str:
     )
 
 
-def observation_content(label: ObservationLabel, observation: ObservationRecord) -> str:
-    """§5.5: a non-blank ``input_text`` verbatim (untrimmed), else the labelled compact JSON."""
+def _compact_text(value: Any, parsed: bool) -> str:
+    return parsed_text(value) if parsed else dumps_compact(value).decode("utf-8")
+
+
+def observation_json_text(observation: ObservationRecord) -> str:
+    """``dumps_compact(observation.to_json())`` as text, for a record the strict parser
+    produced: the members in field order, the free-form parts written canonically (what
+    ``to_json``'s recursive key sort gives), ``metadata`` omitted when ``None`` -- without
+    pydantic's serializer or the sorted copy (``tests/records/test_fastpaths.py``)."""
+    parts = [
+        '{"observation":',
+        parsed_text(observation.observation, canonical=True),
+        ',"reward":',
+        parsed_text(observation.reward.to_json()),
+        ',"done":',
+        "true" if observation.done else "false",
+    ]
+    if observation.metadata is not None:
+        parts += [',"metadata":', parsed_text(observation.metadata, canonical=True)]
+    parts.append("}")
+    return "".join(parts)
+
+
+def observation_content(
+    label: ObservationLabel, observation: ObservationRecord, *, parsed: bool = False
+) -> str:
+    """§5.5: a non-blank ``input_text`` verbatim (untrimmed), else the labelled compact JSON.
+
+    ``parsed``: the record was read by the strict parser (the verifier), so the faster
+    :func:`~kiln_verify.core.jsonenc.parsed_text` writes the same text.
+    """
     payload = observation.observation
     if isinstance(payload, dict):
         text = payload.get("input_text")
         if isinstance(text, str) and text.strip():
             return text
-    body = dumps_compact(observation.to_json()).decode("utf-8")
+    if parsed:
+        body = observation_json_text(observation)
+    else:
+        body = dumps_compact(observation.to_json()).decode("utf-8")
     return OBSERVATION_TEMPLATE.format(label=label, json=body)
 
 
 def initial_messages(
-    inspection: EnvironmentInspection, reset_observation: ObservationRecord
+    inspection: EnvironmentInspection,
+    reset_observation: ObservationRecord,
+    *,
+    system: str | None = None,
+    parsed: bool = False,
 ) -> list[ChatMessage]:
-    """The shared prompt of a group: system + user(reset result)."""
+    """The shared prompt of a group: system + user(reset result).
+
+    ``system``: :func:`system_prompt` of ``inspection``, when the caller keeps it per
+    environment (the verifier); ``parsed`` as for :func:`observation_content`.
+    """
+    user = observation_content("reset result", reset_observation, parsed=parsed)
     return [
-        ChatMessage(role="system", content=system_prompt(inspection)),
-        ChatMessage(role="user", content=observation_content("reset result", reset_observation)),
+        ChatMessage(role="system", content=system_prompt(inspection) if system is None else system),
+        ChatMessage(role="user", content=user),
     ]
 
 
-def protocol_error_content(error: ProtocolErrorRecord, continued: bool) -> str:
-    """``{"openenv_error":<error>,"recoverable":continued,"done":!continued}`` compact."""
+def protocol_error_content(
+    error: ProtocolErrorRecord, continued: bool, *, parsed: bool = False
+) -> str:
+    """``{"openenv_error":<error>,"recoverable":continued,"done":!continued}`` compact
+    (``parsed`` as for :func:`observation_content`)."""
     value: dict[str, Any] = {
         "openenv_error": error.to_json(),
         "recoverable": continued,
         "done": not continued,
     }
-    return dumps_compact(value).decode("utf-8")
+    return _compact_text(value, parsed)
 
 
 def harness_error_content(code: str, message: str) -> str:

@@ -12,9 +12,15 @@ Read with :func:`read_replay`; write with
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    model_serializer,
+    model_validator,
+)
 
 from kiln_verify.core.jsonio import loads_object
 from kiln_verify.errors import RecordSchemaUnsupported
@@ -39,6 +45,7 @@ from kiln_verify.openenv.records.common import (
     Record,
     Seed,
     Sha256,
+    omit_unset,
     validate_record,
 )
 
@@ -128,6 +135,10 @@ class ReplayCandidate(Record):
         if self.terminal_done != (self.termination == "done"):
             raise ValueError("terminal_done must be true exactly when termination is 'done'")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return omit_unset(self, handler)
 
     @property
     def has_final_state(self) -> bool:

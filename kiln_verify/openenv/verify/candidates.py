@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kiln_verify.core.jsonenc import dumps_canonical, dumps_compact
+from kiln_verify.core.jsonenc import dumps_canonical, parsed_text
 from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import (
     BundleProvenanceMismatch,
@@ -37,6 +37,7 @@ from kiln_verify.openenv.records.prompt import (
     HARNESS_CODES,
     THINK_CLOSE,
     observation_content,
+    observation_json_text,
     parse_model_action,
     protocol_error_content,
 )
@@ -182,9 +183,9 @@ def _check_trajectory(
         action, result = segments[2 * step], segments[2 * step + 1]
         if not _check_action_segment(action):
             raise _segment_fail(ctx, index, step, "action segment has the wrong role/kind/keys")
-        sent = dumps_canonical(exchange.action)
+        sent = parsed_text(exchange.action, canonical=True)
         _, found_close, answer = action.content.partition(THINK_CLOSE)
-        if (answer if found_close else action.content).strip().encode("utf-8") != sent:
+        if (answer if found_close else action.content).strip() != sent:
             # not the canonical spelling: parse it as the collector did
             try:
                 parsed = parse_action_text(action.content)
@@ -192,7 +193,7 @@ def _check_trajectory(
                 raise _segment_fail(
                     ctx, index, step, "action segment is not one JSON object"
                 ) from None
-            if dumps_canonical(parsed) != sent:
+            if parsed_text(parsed, canonical=True) != sent:
                 raise _segment_fail(ctx, index, step, "action segment differs from the sent action")
         if not _is_result_segment(result):
             raise _segment_fail(ctx, index, step, "result segment has the wrong role/kind/keys")
@@ -201,12 +202,14 @@ def _check_trajectory(
             observation = outcome.observation
             # the rendered text, or else the observation's compact JSON (rendered lazily)
             if result.warning_prefix_len is not None or (
-                result.content != observation_content("step result", observation)
-                and result.content != dumps_compact(observation.to_json()).decode("utf-8")
+                result.content != observation_content("step result", observation, parsed=True)
+                and result.content != observation_json_text(observation)
             ):
                 raise _segment_fail(ctx, index, step, "observation segment differs from the replay")
         else:
-            if result.content != protocol_error_content(outcome.error, outcome.continued):
+            if result.content != protocol_error_content(
+                outcome.error, outcome.continued, parsed=True
+            ):
                 wanted = {
                     "openenv_error": outcome.error.to_json(),
                     "recoverable": outcome.continued,

@@ -183,11 +183,14 @@ def check_messages(
     *,
     dataset_shown: str,
     line_number: int,
+    system: str | None = None,
 ) -> None:
-    """§6.8: the line's prompt equals the recomputed initial messages, byte for byte."""
-    expected = [
-        message.to_json() for message in initial_messages(inspection, group.reset_observation)
-    ]
+    """§6.8: the line's prompt equals the recomputed initial messages, byte for byte.
+
+    ``system``: the environment's system prompt, if the caller computed it once.
+    """
+    messages = initial_messages(inspection, group.reset_observation, system=system, parsed=True)
+    expected = [message.to_json() for message in messages]
     found = [message.to_json() for message in line.messages]
     if expected != found:
         raise BundleMessagesMismatch(

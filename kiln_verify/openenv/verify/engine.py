@@ -32,6 +32,7 @@ from kiln_verify.errors import (
 )
 from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
 from kiln_verify.openenv.records.common import BehaviorPolicyIdentity
+from kiln_verify.openenv.records.prompt import system_prompt
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
@@ -75,6 +76,7 @@ class _Lockstep:
             str(action_schema_sha256(inspection.schema_.action))
             for inspection in manifest.environments
         ]
+        self.system_prompts: dict[int, str] = {}  # per environment, computed on first use
         self.v5 = self.summary.version == 5
         self.corpus_policy: BehaviorPolicyIdentity | None = self.summary.behavior_policy
         self.lines = 0
@@ -145,13 +147,24 @@ class _Lockstep:
         for _ in records:  # pass 2 to the end: the summary did not change meanwhile
             pass
 
+    def _system_prompt(self, index: int) -> str:
+        text = self.system_prompts.get(index)
+        if text is None:
+            text = self.system_prompts[index] = system_prompt(self.manifest.environments[index])
+        return text
+
     def corpus_line(
         self, number: int, line: AgenticGroup, group: ReplayGroup, records: Iterator[RolloutRecord]
     ) -> None:
         g = number - 1
         inspection = self.manifest.environments[group.environment_index]
         check_messages(
-            line, group, inspection, dataset_shown=self.dataset_shown, line_number=number
+            line,
+            group,
+            inspection,
+            dataset_shown=self.dataset_shown,
+            line_number=number,
+            system=self._system_prompt(group.environment_index),
         )
         if len(line.completions) != len(group.candidates):
             raise BundleHeaderMismatch(
