@@ -18,6 +18,8 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
+import orjson
+
 from kiln_verify.errors import (
     JsonLoneSurrogate,
     JsonNonFinite,
@@ -251,13 +253,8 @@ def dumps_canonical(value: Any) -> bytes:
     return _to_utf8(out)
 
 
-_C_COMPACT = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-).encode
-_C_CANONICAL = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False,
-    sort_keys=True,
-).encode
+_SORT_KEYS = orjson.OPT_SORT_KEYS
+_ORJSON_REFUSED = (orjson.JSONEncodeError, TypeError, ValueError, RecursionError)
 
 
 def parsed_text(value: Any, *, canonical: bool = False) -> str:
@@ -265,19 +262,20 @@ def parsed_text(value: Any, *, canonical: bool = False) -> str:
     the strict parser produced (plain dicts with str keys, lists, bounded ints, finite
     floats, no lone surrogates, bounded depth) -- what the verifier re-renders to compare.
 
-    For such values the C encoder writes the same characters (same string escaper, same
-    ``repr`` of ints and of floats, same key order) except where a float's ``repr`` uses an
-    exponent (always ``e+`` or ``e-``), so any text containing those two falls back to our
-    own writer. Not for arbitrary Python values: the C encoder accepts non-str keys,
-    mapping subclasses and any depth that ours refuses.
+    For such values ``orjson`` writes the same bytes (same escapes, raw non-ASCII, ``/``
+    unescaped, the same shortest float digits, keys sorted by code point); it refuses
+    integers beyond 64 bits and non-str keys, and any text with an exponent (``e+``/``e-``,
+    the one float spelling that has differed between ``orjson`` versions) falls back to
+    our own writer. Not for arbitrary Python values: ``orjson`` accepts mapping subclasses
+    and tuples, which ours refuses.
     """
     try:
-        text = (_C_CANONICAL if canonical else _C_COMPACT)(value)
-    except (TypeError, ValueError, RecursionError):
-        text = None
-    if text is None or "e+" in text or "e-" in text:
+        raw = orjson.dumps(value, option=_SORT_KEYS) if canonical else orjson.dumps(value)
+    except _ORJSON_REFUSED:
+        raw = None
+    if raw is None or b"e+" in raw or b"e-" in raw:
         return (dumps_canonical if canonical else dumps_compact)(value).decode("utf-8")
-    return text
+    return raw.decode("utf-8")
 
 
 def dumps_pretty(value: Any) -> bytes:

@@ -1,20 +1,50 @@
 """Byte-level checks of the strict parser's fast path (:mod:`kiln_verify.core.jsonio`).
 
-Both are C-speed passes over the UTF-8 bytes whose answers are exact for *valid* JSON,
-which is all the fast path needs: :func:`~kiln_verify.core.jsonio.loads` accepts a fast
-result only after the C scanner parsed the same text, and reruns anything else through the
-strict path, which alone decides errors. Kept apart from ``jsonio`` so each module keeps
-one job; ``jsonio`` re-exports both.
+The first tier, :func:`canonical_value`, parses with ``orjson`` (Rust) and accepts the
+value only when ``orjson`` writes it back to exactly the input bytes, i.e. when the input
+is already in our own compact or pretty spelling (every corpus line, replay group and
+summary record we write is). Byte equality is the proof that the strict parser reads the
+same value: a duplicate key would be written once (shorter output), ``-0``, ``1E5``,
+``1.0e2``, ``\\u00e9``, ``\\/`` or any whitespace variance would be respelled, integers
+beyond 64 bits come back as floats (spelled with ``.`` or ``e``), NaN, overflowing numbers,
+lone surrogates, invalid UTF-8, a byte order mark and trailing data are refused by
+``orjson`` itself, and every number it writes is far shorter than
+``MAX_JSON_NUMBER_CHARS``. ``orjson``'s nesting limit (1024) is looser than ours, so the
+depth is bounded separately, from the pretty spelling's indentation (see the function).
+``orjson`` (3.13) spells floats, escapes and indentation exactly as
+:mod:`kiln_verify.core.jsonenc` does; where a version differs the bytes differ and the
+strict path runs, so only speed depends on it.
+
+The second tier's checks are C-speed passes over the UTF-8 bytes whose answers are exact
+for *valid* JSON, which is all the fast path needs: :func:`~kiln_verify.core.jsonio.loads`
+accepts a fast result only after the C scanner parsed the same text, and reruns anything
+else through the strict path, which alone decides errors. Kept apart from ``jsonio`` so
+each module keeps one job; ``jsonio`` re-exports them.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
+from typing import Any
+
+import orjson
 
 from kiln_verify.limits import MAX_JSON_NUMBER_CHARS
 
-__all__ = ["depth_within", "numbers_suspicious"]
+__all__ = ["MISS", "canonical_value", "depth_within", "numbers_suspicious"]
+
+
+class _Miss:
+    def __repr__(self) -> str:
+        return "MISS"
+
+
+MISS: Any = _Miss()
+"""What a fast path returns when the strict path must decide."""
+
+_INDENT_2 = orjson.OPT_INDENT_2
+_ORJSON_ERRORS = (orjson.JSONDecodeError, orjson.JSONEncodeError, RecursionError)
 
 _DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 # A token longer than MAX_JSON_NUMBER_CHARS has at most 4 non-digits, so some digit run in
@@ -97,3 +127,37 @@ def _token_start(raw: bytes, image: bytes, at: int) -> bool:
     while before >= 0 and raw[before] in _JSON_WS:
         before -= 1
     return before >= 0 and raw[before] == 0x22
+
+
+def canonical_value(raw: bytes, depth_limit: int | None, indent: int = 0) -> Any:
+    """``raw``'s value if it is exactly our compact or pretty spelling of it, else :data:`MISS`.
+
+    ``indent``: for pretty text, the spaces every line after the first is indented by
+    (a member of a pretty document's root is at 2, an element of its top-level array at
+    4); a trailing LF (a whole pretty file) is allowed. ``depth_limit`` as in
+    :func:`depth_within`, ``None`` when the caller bounded the depth already. See the
+    module text for why equal bytes prove the strict parser's value.
+    """
+    try:
+        value = orjson.loads(raw)
+        if b"\n" in raw:
+            pretty = orjson.dumps(value, option=_INDENT_2)
+            if indent:
+                pretty = pretty.replace(b"\n", b"\n" + b" " * indent)
+            if pretty != raw and not (raw[-1] == 0x0A and raw[:-1] == pretty):
+                return MISS
+        elif orjson.dumps(value) == raw:
+            if depth_limit is None or raw.count(b"[") + raw.count(b"{") <= depth_limit:
+                return value
+            pretty, indent = orjson.dumps(value, option=_INDENT_2), 0
+        else:
+            return MISS
+    except _ORJSON_ERRORS:
+        return MISS
+    # In pretty text the contents of a container at nesting level k are indented by
+    # indent + 2k, and a container at level limit + 1 sits on a line inside one at level
+    # limit; so no line indented that far proves the depth bound (a value exactly at the
+    # bound with contents there is sent on to the exact checks).
+    if depth_limit is not None and b"\n" + b" " * (indent + 2 * depth_limit) in pretty:
+        return MISS
+    return value

@@ -10,13 +10,16 @@ nesting, huge numbers, surrogate escapes) are found first by cheap regular-expre
 scans over the text, so honest documents pay almost nothing for the strictness and
 hostile ones never reach a quadratic or recursive code path.
 
-Two tiers, one answer: :func:`loads` first tries a fast path (byte-level C passes that are
-exact for *valid* JSON: the nesting depth and the suspicious-number spots, in
-:mod:`kiln_verify.core.jsonfast`) and accepts its
-result only when the C parse then succeeds; anything else -- a check that fires, a parse
-error, a hook that refuses -- reruns the document through the strict path, which alone
-decides every error. So the fast path can only return what the strict path would return
-(``tests/core/test_json_fastpath.py`` checks this on generated and hostile documents).
+Three tiers, one answer: :func:`loads` first tries ``orjson`` on ``bytes`` input and keeps the
+value only if ``orjson`` writes it back byte for byte (the text is in our own canonical
+spelling; :func:`kiln_verify.core.jsonfast.canonical_value`), then a fast path with the C
+scanner (byte-level C passes that are exact for *valid* JSON: the nesting depth and the
+suspicious-number spots, in :mod:`kiln_verify.core.jsonfast`) whose result counts only
+when the C parse then succeeds; anything else -- a check that fires, a parse error, a hook
+that refuses -- reruns the document through the strict path, which alone decides every
+error. So the fast paths can only return what the strict path would return
+(``tests/core/test_json_fastpath.py`` and ``tests/core/test_json_canonical.py`` check this
+on generated and hostile documents).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any, NamedTuple, NoReturn
 
 from kiln_verify.core.jsonenc import dumps_canonical, dumps_compact, dumps_pretty, format_float
-from kiln_verify.core.jsonfast import depth_within, numbers_suspicious
+from kiln_verify.core.jsonfast import MISS, canonical_value, depth_within, numbers_suspicious
 from kiln_verify.errors import (
     JsonDuplicateKey,
     JsonInvalidUtf8,
@@ -52,6 +55,7 @@ from kiln_verify.limits import MAX_JSON_DEPTH, MAX_JSON_NUMBER_CHARS
 __all__ = [
     "MISS",
     "JsonlLine",
+    "canonical_value",
     "depth_within",
     "dumps_canonical",
     "dumps_compact",
@@ -212,15 +216,6 @@ def raw_decode(text: str) -> tuple[Any, int]:
     return _DECODER.raw_decode(text)
 
 
-class _Miss:
-    def __repr__(self) -> str:
-        return "MISS"
-
-
-MISS: Any = _Miss()
-"""What :func:`fast_value` returns when the strict path must decide."""
-
-
 def _strict_value(text: str, raw: bytes, depth_checked: bool) -> Any:
     if not depth_checked:
         _check_depth(text)
@@ -259,8 +254,13 @@ def loads(
     deeper text still fails as ``json_too_deep`` through the recursion guard.
     """
     try:
+        depth_limit = None if depth_checked else MAX_JSON_DEPTH
+        if type(data) is bytes and len(data) <= max_bytes:
+            value = canonical_value(data, depth_limit)
+            if value is not MISS:
+                return value
         text, raw = _decode(data, max_bytes)
-        value = fast_value(text, raw, None if depth_checked else MAX_JSON_DEPTH)
+        value = fast_value(text, raw, depth_limit)
         if value is MISS:
             value = _strict_value(text, raw, depth_checked)
     except KilnError as exc:

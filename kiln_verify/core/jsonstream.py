@@ -22,7 +22,14 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from kiln_verify.core.jsonio import MISS, fast_clean, loads, loads_object, raw_decode
+from kiln_verify.core.jsonio import (
+    MISS,
+    canonical_value,
+    fast_clean,
+    loads,
+    loads_object,
+    raw_decode,
+)
 from kiln_verify.errors import (
     JsonDuplicateKey,
     JsonSyntax,
@@ -41,6 +48,7 @@ _SKIP = re.compile(rb'(?:[^"\[\]{}]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+', re.DOTALL
 _STRING_BODY = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 _SCALAR = re.compile(rb"[-+.0-9A-Za-z]*+")
 _OPENERS = b"[{"
+_CLOSER = {0x5B: b"]", 0x7B: b"}"}
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -62,6 +70,7 @@ class _Reader:
         self.total = 0
         self.eof = False
         self._guess = 4096
+        self._span = 4096
 
     def fill(self) -> bool:
         """Append one chunk (dropping consumed bytes first); ``False`` at end of input."""
@@ -143,6 +152,32 @@ class _Reader:
                 if depth == 0:
                     return p
 
+    def canonical_value(self, start: int, base_depth: int) -> Any:
+        """A pretty array or object complete in the buffer, parsed by ``orjson``, or ``MISS``.
+
+        In our pretty spelling a non-empty value at ``base_depth`` opens a line of its own
+        and ends at the first LF followed by ``2 * base_depth`` spaces and its closing
+        bracket (deeper lines are indented more, and strings hold no raw LF); the value
+        counts only if those bytes are exactly its pretty spelling
+        (:func:`kiln_verify.core.jsonio.canonical_value`), so they are one complete value
+        and the strict route would end and parse it the same way. Never reads more input.
+        The search is bounded by twice the previous element's size (``_span``), so a
+        document in another layout costs linear time, not a scan of the buffer per element.
+        """
+        buf = self.buf
+        if buf[start + 1 : start + 2] != b"\n":
+            return MISS
+        indent = 2 * base_depth
+        closing = b"\n" + b" " * indent + _CLOSER[buf[start]]
+        end = buf.find(closing, start + 1, start + self._span)
+        if end < 0:
+            return MISS
+        end += len(closing)
+        value = canonical_value(bytes(buf[start:end]), MAX_JSON_DEPTH - base_depth, indent)
+        if value is not MISS:
+            self.pos = end
+        return value
+
     def fast_value(self, start: int, base_depth: int) -> Any:
         """An array or object complete in the buffer, parsed by the C scanner, or ``MISS``.
 
@@ -181,14 +216,18 @@ class _Reader:
 
     def value(self, base_depth: int) -> Any:
         start = self.pos
+        value = MISS
         if self.buf[start] in _OPENERS:
-            value = self.fast_value(start, base_depth)
-            if value is not MISS:
-                return value
-        end = self.value_end(start, base_depth)
-        self.pos = end
-        # the scan above bounded the nesting depth (from the document root) already
-        return loads(bytes(self.buf[start:end]), max_bytes=self.max_bytes, depth_checked=True)
+            value = self.canonical_value(start, base_depth)
+            if value is MISS:
+                value = self.fast_value(start, base_depth)
+        if value is MISS:
+            end = self.value_end(start, base_depth)
+            self.pos = end
+            # the scan above bounded the nesting depth (from the document root) already
+            value = loads(bytes(self.buf[start:end]), max_bytes=self.max_bytes, depth_checked=True)
+        self._span = 2 * (self.pos - start) + 64  # the next element is likely as long
+        return value
 
 
 def _walk(reader: _Reader, array_key: str) -> Iterator[Member]:

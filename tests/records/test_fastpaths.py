@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 
 from kiln_verify.core.jsonio import dumps_compact, loads
 from kiln_verify.errors import KilnError
-from kiln_verify.openenv.records import common, evaluation, replay, reports, rollout, summary
+from kiln_verify.openenv.records import (
+    common,
+    evaluation,
+    replay,
+    reports,
+    rollout,
+    serialize,
+    summary,
+)
 from kiln_verify.openenv.records.common import (
     ObservationRecord,
     ProtocolErrorRecord,
@@ -24,7 +32,11 @@ from kiln_verify.openenv.records.common import (
     bits_equal,
     sort_keys,
 )
-from kiln_verify.openenv.records.prompt import observation_content, observation_json_text
+from kiln_verify.openenv.records.prompt import (
+    observation_content,
+    observation_json_text,
+    protocol_error_content,
+)
 from kiln_verify.openenv.records.replay import ReplayCandidate
 from kiln_verify.openenv.wire import Reward
 
@@ -157,3 +169,71 @@ def test_parsed_observation_rendering_matches_to_json(
     expected = dumps_compact(record.to_json()).decode("utf-8")
     assert observation_json_text(record) == expected
     assert observation_content(label, record, parsed=True) == observation_content(label, record)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), _json, max_size=6))
+def test_parsed_reset_digest_matches_the_reference(payload: dict[str, Any]) -> None:
+    """The verifier's ``reset_sha256(..., parsed=True)`` (``orjson`` through
+    ``parsed_text``) hashes the bytes of our own canonical writer."""
+    try:
+        parsed = loads(dumps_compact(payload), max_bytes=1 << 22)
+    except KilnError:  # a lone surrogate from st.text(): never a parsed value
+        return
+    assert serialize.reset_sha256(parsed, parsed=True) == serialize.reset_sha256(parsed)
+
+
+_CODES = [
+    "INVALID_JSON",
+    "UNKNOWN_TYPE",
+    "VALIDATION_ERROR",
+    "EXECUTION_ERROR",
+    "CAPACITY_REACHED",
+    "FACTORY_ERROR",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(_CODES),
+    st.text(max_size=8),
+    st.none() | st.lists(_json, max_size=3),
+    st.none() | st.integers(min_value=0, max_value=2**64 - 1),
+    st.none() | st.integers(min_value=0, max_value=2**64 - 1),
+    st.none() | st.text(max_size=5),
+    st.booleans(),
+)
+def test_parsed_protocol_error_rendering_matches_to_json(
+    code: str,
+    message: str,
+    errors: Any,
+    active: Any,
+    most: Any,
+    factory: Any,
+    continued: bool,
+) -> None:
+    document: dict[str, Any] = {"code": code, "message": message}
+    for key, value in [
+        ("errors", errors),
+        ("active_sessions", active),
+        ("max_sessions", most),
+        ("factory_name", factory),
+    ]:
+        if value is not None:
+            document[key] = value
+    try:  # through the strict parser, as the verifier reads it
+        parsed = loads(dumps_compact(document), max_bytes=1 << 22)
+    except KilnError:  # a lone surrogate or a non-finite float: never a parsed value
+        return
+    record = ProtocolErrorRecord.from_json(parsed)
+    assert list(ProtocolErrorRecord.model_fields) == [
+        "code",
+        "message",
+        "errors",
+        "active_sessions",
+        "max_sessions",
+        "factory_name",
+    ]
+    assert protocol_error_content(record, continued, parsed=True) == protocol_error_content(
+        record, continued
+    )

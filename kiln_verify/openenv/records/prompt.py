@@ -35,6 +35,7 @@ __all__ = [
     "observation_json_text",
     "parse_model_action",
     "protocol_error_content",
+    "protocol_error_json_text",
     "rust_debug_str",
     "system_prompt",
 ]
@@ -174,12 +175,37 @@ def protocol_error_content(
 ) -> str:
     """``{"openenv_error":<error>,"recoverable":continued,"done":!continued}`` compact
     (``parsed`` as for :func:`observation_content`)."""
+    if parsed:
+        return protocol_error_json_text(error, continued)
     value: dict[str, Any] = {
         "openenv_error": error.to_json(),
         "recoverable": continued,
         "done": not continued,
     }
     return _compact_text(value, parsed)
+
+
+_CONTINUED: Final = '},"recoverable":true,"done":false}'
+_ENDED: Final = '},"recoverable":false,"done":true}'
+
+
+def protocol_error_json_text(error: ProtocolErrorRecord, continued: bool) -> str:
+    """:func:`protocol_error_content` for a record the strict parser produced, assembled
+    from its parts like :func:`observation_json_text`: the error's members in field order,
+    ``errors`` written canonically (``to_json``'s recursive key sort), absent optional
+    members omitted -- without pydantic's serializer (``tests/records/test_fastpaths.py``)."""
+    parts = ['{"openenv_error":{"code":', parsed_text(error.code)]
+    parts += [',"message":', parsed_text(error.message)]
+    if error.errors is not None:
+        parts += [',"errors":', parsed_text(error.errors, canonical=True)]
+    if error.active_sessions is not None:
+        parts += [',"active_sessions":', parsed_text(error.active_sessions)]
+    if error.max_sessions is not None:
+        parts += [',"max_sessions":', parsed_text(error.max_sessions)]
+    if error.factory_name is not None:
+        parts += [',"factory_name":', parsed_text(error.factory_name)]
+    parts.append(_CONTINUED if continued else _ENDED)
+    return "".join(parts)
 
 
 def harness_error_content(code: str, message: str) -> str:

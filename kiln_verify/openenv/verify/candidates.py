@@ -99,7 +99,6 @@ def _json_content(content: str) -> Any:
 def _check_provenance(
     completion: ScoredRollout, candidate: ReplayCandidate, ctx: CandidateContext
 ) -> None:
-    loc = where(ctx.group, candidate.candidate_index)
     prov = completion.openenv
     if not bits_equal(completion.reward, candidate.episode_return) or not bits_equal(
         prov.episode_return, candidate.episode_return
@@ -109,7 +108,7 @@ def _check_provenance(
             "return (§6.9)",
             path=ctx.dataset_shown,
             line=ctx.line,
-            location=loc,
+            location=where(ctx.group, candidate.candidate_index),
         )
     identity = ctx.inspection.identity
     expected: list[tuple[str, Any, Any]] = [
@@ -135,7 +134,7 @@ def _check_provenance(
                 f"openenv.{name} differs from the replay / inspection (§6.9)",
                 path=ctx.dataset_shown,
                 line=ctx.line,
-                location=loc,
+                location=where(ctx.group, candidate.candidate_index),
             )
 
 
@@ -260,25 +259,24 @@ def _check_record(record: RolloutRecord, candidate: ReplayCandidate, ctx: Candid
         ("capacity_retries", record.capacity_retries, candidate.capacity_retries),
         ("model_tokens", record.model_tokens, candidate.model_tokens),
     ]
-    loc = where(ctx.group, candidate.candidate_index)
     for name, found, wanted in pairs:
         if found != wanted:
             raise BundleRecordMismatch(
                 f"rollouts[].{name} differs from the replay (§6.9)",
                 path=ctx.summary_shown,
-                location=loc,
+                location=where(ctx.group, candidate.candidate_index),
             )
     if not bits_equal(record.episode_return, candidate.episode_return):
         raise BundleReturnMismatch(
             "rollouts[].episode_return differs bit-wise from the replay (§6.9)",
             path=ctx.summary_shown,
-            location=loc,
+            location=where(ctx.group, candidate.candidate_index),
         )
     if not bits_equal(record.model_latency_ms, candidate.model_latency_ms):
         raise BundleRecordMismatch(
             "rollouts[].model_latency_ms differs bit-wise from the replay (§6.9)",
             path=ctx.summary_shown,
-            location=loc,
+            location=where(ctx.group, candidate.candidate_index),
         )
 
 

@@ -30,7 +30,7 @@ from kiln_verify.errors import (
     KilnError,
     LimitExceeded,
 )
-from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
+from kiln_verify.limits import HASH_CHUNK_BYTES, MAX_OPENENV_DATASET_BYTES
 from kiln_verify.openenv.records.common import BehaviorPolicyIdentity
 from kiln_verify.openenv.records.prompt import system_prompt
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
@@ -181,7 +181,7 @@ class _Lockstep:
             seed=group.seed,
             inspection=inspection,
             action_schema_sha256=self.action_digests[group.environment_index],
-            reset_sha256=str(reset_sha256(group.reset_payload)),
+            reset_sha256=str(reset_sha256(group.reset_payload, parsed=True)),
             behavior_policy=self.corpus_policy,
             check_behavior_policy=True,
             dataset_shown=self.dataset_shown,
@@ -214,7 +214,8 @@ def _open_corpus(
         raise BundleDatasetDigestMismatch(
             f"corpus has {size} bytes, the summary says {expected} (§6.3)", path=shown
         )
-    stream = stack.enter_context(open(fd, "rb", closefd=False))  # noqa: SIM115 - the stack closes it
+    # one read per MiB rather than per 8 KiB: corpus lines are tens of KiB
+    stream = stack.enter_context(open(fd, "rb", buffering=HASH_CHUNK_BYTES, closefd=False))  # noqa: SIM115 - the stack closes it
     return HashingReader(stream, max_bytes=expected, limit="dataset_bytes", shown=shown)
 
 

@@ -1,0 +1,272 @@
+"""The ``orjson`` tier decides nothing on its own: the strict value, or ``MISS``.
+
+:func:`kiln_verify.core.jsonfast.canonical_value` keeps ``orjson``'s value only when
+``orjson`` writes it back to exactly the input bytes. Compared here with the strict parser
+(:func:`kiln_verify.core.jsonio.loads_strict`) on our compact and pretty spellings of
+generated values and on hostile variants aimed at what ``orjson`` reads differently:
+duplicate keys (last wins), NaN/Infinity, integers beyond 64 bits (read as floats),
+nesting past our bound but within ``orjson``'s, lone surrogates, and the respellings
+``1.0``/``1``, ``1E5``, ``-0``, ``\\u00e9``/``é``, ``\\/``. Also: the tier is taken on our own
+bytes (so the speed-up is real), and :func:`loads` and the streaming reader give the strict
+answer with it in place.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kiln_verify.core import jsonstream
+from kiln_verify.core.jsonenc import dumps_compact, dumps_pretty
+from kiln_verify.core.jsonfast import MISS, canonical_value
+from kiln_verify.core.jsonio import loads, loads_strict
+from kiln_verify.core.jsonstream import iter_members
+from kiln_verify.errors import KilnError
+from kiln_verify.limits import MAX_JSON_DEPTH
+from tests.core.test_json_fastpath import (
+    CAP,
+    SETTINGS,
+    _values,
+    exact_depth,
+    mutants,
+    outcome,
+    typed,
+)
+
+_HOSTILE_SWAPS: list[tuple[bytes, bytes]] = [
+    (b"1", b"-0"),
+    (b"1", b"1E5"),
+    (b"1", b"1.0"),
+    (b"1", b"1e+16"),
+    (b"1", b"18446744073709551616"),  # 2**64: orjson reads a float
+    (b"1", b"-9223372036854775809"),  # below i64: orjson reads a float
+    (b"1", b"1" * 40),
+    (b"1", b"NaN"),
+    (b"1", b"Infinity"),
+    (b"1", b"1e400"),
+    (b"a", b"\\u0061"),
+    (b"a", b"\\u00e9"),
+    (b"a", b"\xc3\xa9"),
+    (b"a", b"\\/"),
+    (b"a", b"\\ud800"),
+    (b"a", b"\\udc00\\ud800"),
+    (b'"', b'"\\ud83d\\ude00'),
+    (b":", b" :"),
+    (b",", b" ,"),
+    (b"\n", b"\r\n"),
+    (b"  ", b"\t"),
+    (b"{", b'{"k":1,"k":2,'),
+    (b"{", b'{"k": 1,\n  "k": 2,'),
+    (b"[", b"[" * MAX_JSON_DEPTH),
+]
+
+
+def _swaps(data: bytes, seed: int) -> Iterator[bytes]:
+    for index, (old, new) in enumerate(_HOSTILE_SWAPS):
+        at = data.find(old, (seed * (index + 1)) % max(1, len(data)))
+        if at < 0:
+            at = data.find(old)
+        if at >= 0:
+            yield data[:at] + new + data[at + len(old) :]
+    yield b"\xef\xbb\xbf" + data
+    yield data + b"\n"
+    yield data + b"\n\n"
+    yield b" " + data
+
+
+def _spellings(value: Any) -> Iterator[tuple[bytes, int]]:
+    """Our compact and pretty bytes of ``value``, and the pretty bytes as a nested element."""
+    yield dumps_compact(value), 0
+    pretty = dumps_pretty(value)
+    yield pretty, 0
+    yield pretty[:-1], 0
+    yield pretty[:-1].replace(b"\n", b"\n    "), 4
+
+
+def _canonical(data: bytes, indent: int, limit: int | None = MAX_JSON_DEPTH) -> Any:
+    value = canonical_value(data, limit, indent)
+    return value if value is MISS else ("ok", typed(value))
+
+
+def _agrees(data: bytes, indent: int) -> None:
+    fast = _canonical(data, indent)
+    if fast is not MISS:
+        strict = outcome(lambda d: loads_strict(d, max_bytes=CAP), data)
+        assert fast == strict, data
+
+
+def _representable(value: Any) -> bool:
+    """Within orjson's integers (i64..u64) and our depth bound: the tier must hit."""
+    if isinstance(value, bool) or value is None or isinstance(value, float | str):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**64
+    items = value.values() if isinstance(value, dict) else value
+    return all(map(_representable, items))
+
+
+@SETTINGS
+@given(_values, st.integers(min_value=0, max_value=1000))
+def test_canonical_value_is_the_strict_value_or_miss(value: Any, seed: int) -> None:
+    try:
+        spellings = list(_spellings(value))
+    except KilnError:  # a lone surrogate from st.text(): we never write one
+        return
+    for data, indent in spellings:
+        _agrees(data, indent)
+        for variant in [*_swaps(data, seed), *mutants(data, seed)]:
+            _agrees(variant, indent)
+
+
+@SETTINGS
+@given(_values)
+def test_canonical_value_hits_our_own_bytes(value: Any) -> None:
+    try:
+        spellings = list(_spellings(value))
+    except KilnError:
+        return
+    if not _representable(value) or exact_depth(value) >= MAX_JSON_DEPTH - 1:
+        return
+    for data, indent in spellings:
+        assert _canonical(data, indent) == ("ok", typed(value)), data
+
+
+@SETTINGS
+@given(_values, st.integers(min_value=0, max_value=1000))
+def test_loads_agrees_with_the_strict_path_on_pretty_bytes(value: Any, seed: int) -> None:
+    try:
+        pretty = dumps_pretty(value)
+    except KilnError:
+        return
+    for data in [pretty, *_swaps(pretty, seed), *mutants(pretty, seed)]:
+        assert outcome(lambda d: loads(d, max_bytes=CAP), data) == outcome(
+            lambda d: loads_strict(d, max_bytes=CAP), data
+        ), data
+
+
+def _nested(depth: int, pretty: bool) -> bytes:
+    """``{"k":{"k":...1...}}`` nested ``depth`` deep, in our compact or pretty spelling
+    (written by hand: our writer refuses what it could not read back)."""
+    if not pretty:
+        return b'{"k":' * depth + b"1" + b"}" * depth
+    opening = b"".join(b"{\n" + b"  " * (level + 1) + b'"k": ' for level in range(depth))
+    closing = b"".join(b"\n" + b"  " * level + b"}" for level in reversed(range(depth)))
+    return opening + b"1" + closing + b"\n"
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 300])
+@pytest.mark.parametrize("pretty", [False, True])
+def test_nesting_beyond_our_bound_never_passes(depth: int, pretty: bool) -> None:
+    data = _nested(depth, pretty)
+    if depth <= MAX_JSON_DEPTH:  # the hand-written spelling is ours
+        assert data == (dumps_pretty if pretty else dumps_compact)(loads(data, max_bytes=CAP))
+    strict = outcome(lambda d: loads_strict(d, max_bytes=CAP), data)
+    assert strict[0] == ("ok" if depth <= MAX_JSON_DEPTH else "error")
+    fast = _canonical(data, 0)
+    assert fast is MISS or fast == strict
+    if depth > MAX_JSON_DEPTH:
+        assert fast is MISS
+    if depth < MAX_JSON_DEPTH:
+        assert fast == strict  # the tier is taken up to the bound (less one, when pretty)
+    assert outcome(lambda d: loads(d, max_bytes=CAP), data) == strict
+    # a tighter bound from the caller (an element deep in a document) is honoured too
+    assert _canonical(data, 0, limit=depth - 1) is MISS
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b'{"a":1,"a":1}', "json_duplicate_key"),
+        (b'{"a": 1,\n  "a": 1\n}', "json_duplicate_key"),
+        (b"[NaN]", "json_non_finite"),
+        (b"[-Infinity]", "json_non_finite"),
+        (b"[1e400]", "json_non_finite"),
+        (b'["\\ud800"]', "json_lone_surrogate"),
+        (b"[" + b"7" * 300 + b"]", "json_number_too_long"),
+        (b"[1,]", "json_syntax"),
+        (b"\xef\xbb\xbf[1]", "json_syntax"),
+        (b'["\xed\xa0\x80"]', "json_invalid_utf8"),
+    ],
+)
+def test_hostile_documents_keep_their_strict_error(data: bytes, code: str) -> None:
+    assert _canonical(data, 0) is MISS
+    assert outcome(lambda d: loads(d, max_bytes=CAP), data) == ("error", code)
+
+
+@pytest.mark.parametrize(
+    ("data", "value"),
+    [
+        (b"[18446744073709551616]", [2**64]),  # orjson alone reads a float
+        (b"[-0]", [0]),
+        (b"[1E5]", [100000.0]),
+        (b'["\\u00e9\\/"]', ["é/"]),
+        (b"[1.00]", [1.0]),
+    ],
+)
+def test_respellings_fall_back_to_the_strict_value(data: bytes, value: Any) -> None:
+    assert _canonical(data, 0) is MISS
+    assert typed(loads(data, max_bytes=CAP)) == typed(value)
+
+
+def test_the_tier_keeps_float_and_integer_apart() -> None:
+    data = b'{"a":1.0,"b":1,"c":-0.0,"d":1e+16,"e":18446744073709551615}'
+    expected = {"a": 1.0, "b": 1, "c": -0.0, "d": 1e16, "e": 2**64 - 1}
+    assert _canonical(data, 0) == ("ok", typed(expected))
+    assert typed(loads_strict(data, max_bytes=CAP)) == typed(expected)
+
+
+def _stream(data: bytes, chunk: int) -> Any:
+    try:
+        members = iter_members(io.BytesIO(data).read, "items", max_bytes=CAP, chunk_size=chunk)
+        return ("ok", [(m.key, typed(m.value), m.element) for m in members])
+    except KilnError as exc:
+        return ("error", exc.code)
+
+
+@SETTINGS
+@given(
+    st.lists(_values, max_size=5),
+    st.sampled_from([7, 64, 4096]),
+    st.integers(min_value=0, max_value=1000),
+)
+def test_streaming_canonical_tier_agrees_with_the_strict_scan(
+    items: list[Any], chunk: int, seed: int
+) -> None:
+    document = {"head": {"h": [1]}, "items": items, "tail": [2]}
+    try:
+        pretty = dumps_pretty(document)
+    except KilnError:
+        return
+    originals = (jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value)
+    for variant in [pretty, *_swaps(pretty, seed), *mutants(pretty, seed)]:
+        fast = _stream(variant, chunk)
+        jsonstream._Reader.canonical_value = lambda *args: MISS  # type: ignore[method-assign]
+        jsonstream._Reader.fast_value = lambda *args: MISS  # type: ignore[method-assign]
+        try:
+            strict = _stream(variant, chunk)
+        finally:
+            jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value = originals  # type: ignore[method-assign]
+        assert fast == strict, variant
+
+
+def test_streaming_search_stays_linear_on_other_layouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Elements that open a line but are not in our layout, with a closing-bracket line
+    only at the very end: each search is bounded by the previous element's size, so the
+    bytes handed to ``orjson`` do not grow with the square of the element count."""
+    seen: list[int] = []
+
+    def counting(raw: bytes, *args: Any) -> Any:
+        seen.append(len(raw))
+        return canonical_value(raw, *args)
+
+    monkeypatch.setattr("kiln_verify.core.jsonstream.canonical_value", counting)
+    elements = b",".join([b'{\n"a":1}'] * 2000)
+    document = b'{"items":[' + elements + b'],"z":{\n  "q": 1\n    }\n}'
+    members = list(iter_members(io.BytesIO(document).read, "items", max_bytes=CAP))
+    assert len(members) == 2001
+    assert sum(seen) <= 2 * len(document)
