@@ -8,7 +8,9 @@ identical ``step`` frames + ``state`` + ``close``. The collector side uses a zer
 scripted policy and includes everything it does: prompts, records, digests, group
 integrity, revalidation, building the three files and publishing them (into a temporary
 directory). Rounds alternate the two sides; medians and their ratio (collector / raw,
-target at most 1.3x) are reported.
+target at most 1.3x) are reported, and beside them the client's CPU time per side
+(``time.process_time`` of this process, which runs only the client; the server is a
+subprocess): on a shared machine the CPU ratio moves less than the wall ratio.
 
     python -m benchmarks.collect_overhead --groups 64 --group-size 4 --rounds 5 [--json]
 """
@@ -107,16 +109,23 @@ async def run_raw(base_url: str, args: argparse.Namespace) -> float:
 def measure(base_url: str, args: argparse.Namespace) -> dict[str, Any]:
     collector_s: list[float] = []
     raw_s: list[float] = []
+    collector_cpu: list[float] = []
+    raw_cpu: list[float] = []
     with tempfile.TemporaryDirectory(prefix="collect-bench-") as tmp:
         for round_index in range(args.rounds):
             order = ("collector", "raw") if round_index % 2 == 0 else ("raw", "collector")
             for side in order:
+                cpu_started = time.process_time()
                 if side == "collector":
                     collector_s.append(asyncio.run(run_collector(base_url, args, Path(tmp))))
+                    collector_cpu.append(time.process_time() - cpu_started)
                 else:
                     raw_s.append(asyncio.run(run_raw(base_url, args)))
+                    raw_cpu.append(time.process_time() - cpu_started)
     collector_median = statistics.median(collector_s)
     raw_median = statistics.median(raw_s)
+    collector_cpu_median = statistics.median(collector_cpu)
+    raw_cpu_median = statistics.median(raw_cpu)
     episodes = args.groups * args.group_size
     return {
         "benchmark": "collect_overhead",
@@ -134,6 +143,11 @@ def measure(base_url: str, args: argparse.Namespace) -> dict[str, Any]:
         "collector_ms_per_episode": round(1e3 * collector_median / episodes, 3),
         "raw_ms_per_episode": round(1e3 * raw_median / episodes, 3),
         "ratio": round(collector_median / raw_median, 3),
+        "collector_cpu_s": [round(value, 4) for value in collector_cpu],
+        "raw_cpu_s": [round(value, 4) for value in raw_cpu],
+        "collector_cpu_median_s": round(collector_cpu_median, 4),
+        "raw_cpu_median_s": round(raw_cpu_median, 4),
+        "cpu_ratio": round(collector_cpu_median / raw_cpu_median, 3),
         "target_ratio": TARGET_RATIO,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -163,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             f"collector {result['collector_median_s']:.3f} s "
             f"({result['collector_ms_per_episode']} ms/episode), raw "
             f"{result['raw_median_s']:.3f} s ({result['raw_ms_per_episode']} ms/episode), "
-            f"ratio {result['ratio']:.3f}x (target <= {TARGET_RATIO}x)\n"
+            f"ratio {result['ratio']:.3f}x (target <= {TARGET_RATIO}x); client CPU "
+            f"{result['collector_cpu_median_s']:.3f} s vs {result['raw_cpu_median_s']:.3f} s, "
+            f"ratio {result['cpu_ratio']:.3f}x\n"
         )
     return 0
 

@@ -200,6 +200,13 @@ MAX_POINTER_BYTES: Final = 192
 MAX_SCHEMA_REFS: Final = 4096
 """`$ref` occurrences in one action schema; a bound on hostile schemas."""
 
+MAX_ACTION_CHECK_CACHE_ENTRIES: Final = 1024
+"""Distinct model actions whose schema verdict the collector remembers per environment."""
+
+MAX_ACTION_CHECK_CACHE_KEY_CHARS: Final = 4096
+"""Longest model output (characters) whose schema verdict is remembered; longer ones are
+validated every time, so the cache holds at most entries x this many characters."""
+
 KEEP_ALIVE_MIN_S: Final = 0.01
 """Lower clamp of the keep-alive `state` interval, `clamp(request_timeout / 4, ...)` (§8.5)."""
 

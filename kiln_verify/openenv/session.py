@@ -1,12 +1,17 @@
 """One OpenEnv WebSocket session: lock-step exchanges, poisoning, keep-alive.
 
 There are no request ids in the protocol, so the only thing tying a reply to its request
-is order. The session therefore keeps exactly one request in flight and owns a single
-reader task that sees every inbound message: a message that arrives while no request is
-outstanding is unsolicited, and any failure (timeout, transport, binary, oversized,
-malformed or mistyped frame, credential reflection) closes the socket and marks the
-session poisoned forever. The request is never resent and a late reply can never be read
-as the answer to a later request, because nothing is ever read from a poisoned socket.
+is order. The session therefore keeps exactly one request in flight, and every inbound
+message is accounted for: an exchange reads its reply itself, right after sending (no
+reader task, no hand-over through a future: that hop cost a loop turn per exchange); a
+message that arrived while no request was outstanding is still queued in the connection
+when the next exchange starts, and that exchange refuses it as unsolicited before
+sending; while the policy thinks under :meth:`Session.keep_alive_while` a watcher task
+reads instead, so an unsolicited frame or a close fails the wait at once. Any failure
+(timeout, transport, binary, oversized, malformed or mistyped frame, credential
+reflection) closes the socket and marks the session poisoned forever. The request is
+never resent and a late reply can never be read as the answer to a later request,
+because nothing is ever read from a poisoned socket.
 
 Error replies: recoverable codes raise :class:`RecoverableProtocolError` and leave the
 session usable; terminal codes raise :class:`TerminalProtocolError` and close it.
@@ -22,6 +27,7 @@ from typing import Any, TypeVar
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
+from websockets.protocol import State
 
 from kiln_verify.errors import (
     EnvironmentTimeout,
@@ -97,14 +103,13 @@ class Session:
         self._token = token
         self._lock = asyncio.Lock()
         self._exclusive_guard = _Exclusive(self._lock)
-        self._waiter: asyncio.Future[str | bytes] | None = None
         self._requests = 0
         #: Why the session is no longer usable; ``_poisoned`` distinguishes the two endings.
         self._ended: KilnError | None = None
         self._poisoned = False
-        self._failed = asyncio.Event()
         self._closer: asyncio.Task[None] | None = None
-        self._reader = asyncio.get_running_loop().create_task(self._read_loop())
+        #: Reads while :meth:`keep_alive_while` waits (and only then).
+        self._watcher: asyncio.Task[None] | None = None
 
     # -- state -------------------------------------------------------------------------------
 
@@ -117,14 +122,10 @@ class Session:
         return self._poisoned
 
     def _end(self, cause: KilnError, *, poison: bool) -> None:
-        """Mark the session unusable (once) and wake whoever waits on it."""
+        """Mark the session unusable (once)."""
         if self._ended is None:
             self._ended = cause
             self._poisoned = poison
-        self._failed.set()
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(cause)
 
     def _check_usable(self) -> None:
         if self._ended is None:
@@ -143,8 +144,7 @@ class Session:
 
     def _abort(self) -> None:
         """Close the socket without waiting: nothing more is ever read from it."""
-        if not self._reader.done():
-            self._reader.cancel()
+        self._stop_watching()
         if self._closer is None:
             self._closer = asyncio.get_running_loop().create_task(
                 self._quiet_close(CloseCode.POLICY_VIOLATION)
@@ -156,23 +156,42 @@ class Session:
 
     # -- reading -----------------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
+    def _idle_input(self) -> bool:
+        """Whether something arrived while no request was in flight: a queued frame, or
+        the end of the connection (which the next read reports)."""
+        if self._ws.state is State.CLOSED:
+            return True
+        # The connection's inbound queue (websockets' Assembler): a whole or partial
+        # message that nobody has read yet.
+        return len(self._ws.recv_messages.frames) > 0
+
+    async def _read_idle(self) -> None:
+        """Read one inbound event while no request is in flight; it always ends the
+        session (an unsolicited frame, or the connection's end)."""
         try:
-            while True:
-                message = await self._ws.recv()
-                waiter = self._waiter
-                if waiter is not None and not waiter.done():
-                    self._waiter = None
-                    waiter.set_result(message)
-                    continue
-                self._unsolicited(message)
-                return
+            message = await self._ws.recv()
         except ConnectionClosed as exc:
             self._connection_closed(exc)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the library's own failures: report, never crash the loop
+        except Exception as exc:  # the library's own failures: report, never crash
             self._poison(EnvironmentTransport(f"WebSocket read failed: {type(exc).__name__}"))
+        else:
+            self._unsolicited(message)
+
+    def _stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and not watcher.done() and watcher is not asyncio.current_task():
+            watcher.cancel()
+
+    async def _unwatch(self) -> None:
+        """Stop the keep-alive watcher and wait until it has let go of the connection
+        (``recv`` is cancel-safe: a frame it was about to take stays queued)."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            if not watcher.done():
+                watcher.cancel()
+            await asyncio.wait((watcher,))
 
     def _unsolicited(self, message: str | bytes) -> None:
         """A frame nobody asked for. Before the first request, a terminal error frame is
@@ -211,17 +230,28 @@ class Session:
     async def _exchange(self, kind: RequestKind, text: str) -> Observation | StateResult:
         """Send one request and read exactly its reply (the lock is already held)."""
         self._check_usable()
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[str | bytes] = loop.create_future()
-        self._waiter = waiter
-        self._requests += 1
         try:
             async with asyncio.timeout(self.request_timeout):
-                # On a closed socket the reader delivers what the server said before
-                # closing (a CAPACITY_REACHED frame, say) or why it closed.
+                if self._idle_input():
+                    # What the server said before this request (a CAPACITY_REACHED frame
+                    # before the first one, say) or why it closed: never a reply.
+                    await self._read_idle()
+                    self._check_usable()
+                self._requests += 1
+                # On a socket the server has just closed the read below reports why.
                 with contextlib.suppress(ConnectionClosed):
                     await self._ws.send(text)
-                message = await waiter
+                try:
+                    message = await self._ws.recv()
+                except ConnectionClosed as exc:
+                    self._connection_closed(exc)
+                    raise self._closed_cause() from None
+                except (asyncio.CancelledError, KilnError):
+                    raise
+                except Exception as exc:  # the library's own failures
+                    raise self._poison(
+                        EnvironmentTransport(f"WebSocket read failed: {type(exc).__name__}")
+                    ) from None
         except TimeoutError:
             raise self._poison(
                 EnvironmentTimeout(
@@ -234,10 +264,13 @@ class Session:
         except asyncio.CancelledError:
             self._poison(SessionPoisoned(f"{kind.value} was cancelled while in flight"))
             raise
-        finally:
-            if self._waiter is waiter:
-                self._waiter = None
         return self._interpret(kind, message)
+
+    def _closed_cause(self) -> KilnError:
+        """Why the session ended, after the connection closed under an exchange."""
+        cause = self._ended
+        assert cause is not None
+        return cause
 
     def _interpret(self, kind: RequestKind, message: str | bytes) -> Observation | StateResult:
         try:
@@ -284,27 +317,34 @@ class Session:
 
         Pings are answered by the connection's own reader throughout; every
         :func:`keep_alive_interval` a read-only ``state`` exchange renews servers that
-        only count application traffic. Any unsolicited frame or close while waiting
-        fails closed: the awaitable is cancelled and the session error is raised.
+        only count application traffic. A watcher task reads while the policy thinks (and
+        stands aside for each keep-alive exchange): any unsolicited frame or close while
+        waiting fails closed: the awaitable is cancelled and the session error is raised.
         """
         task = asyncio.ensure_future(awaitable)
         interval = keep_alive_interval(self.request_timeout)
+        loop = asyncio.get_running_loop()
         try:
             async with self._exclusive():
                 self._check_usable()
-                failed = asyncio.ensure_future(self._failed.wait())
                 try:
                     while True:
+                        # A frame queued before the wait began is read at once by the
+                        # watcher, as any that arrives during it.
+                        watcher = loop.create_task(self._read_idle())
+                        self._watcher = watcher
                         done, _ = await asyncio.wait(
-                            {task, failed}, timeout=interval, return_when=asyncio.FIRST_COMPLETED
+                            {task, watcher}, timeout=interval, return_when=asyncio.FIRST_COMPLETED
                         )
                         if task in done:
                             return task.result()
-                        if failed in done:
+                        if watcher in done:
+                            self._watcher = None
                             self._check_usable()
+                        await self._unwatch()
                         await self._exchange(RequestKind.STATE, encode_state())
                 finally:
-                    failed.cancel()
+                    await self._unwatch()
         finally:
             if not task.done():
                 task.cancel()
@@ -317,8 +357,7 @@ class Session:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(1.0):
                     await self._ws.send(encode_close())
-        if not self._reader.done():
-            self._reader.cancel()
+        self._stop_watching()
         if self._closer is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._closer, 2.0)

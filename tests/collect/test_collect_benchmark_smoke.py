@@ -35,3 +35,5 @@ def test_collect_overhead_runs() -> None:
     assert report["benchmark"] == "collect_overhead"
     assert report["episodes_per_round"] == 4
     assert report["ratio"] > 0
+    assert report["cpu_ratio"] > 0
+    assert len(report["collector_cpu_s"]) == len(report["raw_cpu_s"]) == 1

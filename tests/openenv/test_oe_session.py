@@ -368,6 +368,43 @@ def test_unsolicited_frame_fails_keep_alive_closed(start: Start) -> None:
     run(scenario())
 
 
+def test_unsolicited_frame_between_requests_is_never_a_reply(start: Start) -> None:
+    """No reader runs between requests: the frame waits in the connection, and the next
+    exchange refuses it before sending instead of taking it as its reply."""
+    handle = start("counter", faults=["unsolicited-frame=0.1"])
+
+    async def scenario() -> None:
+        async with OpenEnvClient(handle.base_url) as client:
+            session = await client.open_session()
+            await session.reset()
+            await asyncio.sleep(0.5)  # the copy of the reset reply has arrived by now
+            with pytest.raises(SessionPoisoned, match="no request was in flight"):
+                await session.step({"amount": 1})
+            assert session.poisoned
+            with pytest.raises(SessionPoisoned):
+                await session.state()
+            await session.close()
+
+    run(scenario())
+
+
+def test_a_close_between_requests_ends_the_session(start: Start) -> None:
+    handle = start("counter")
+
+    async def scenario() -> None:
+        async with OpenEnvClient(handle.base_url) as client:
+            session = await client.open_session()
+            await session.reset()
+            await session._ws.close()  # as if the server had closed it
+            with pytest.raises(SessionClosed, match="session_closed"):
+                await session.step({"amount": 1})
+            assert not session.usable
+            assert not session.poisoned
+            await session.close()
+
+    run(scenario())
+
+
 def test_reflected_credential_poisons(start: Start, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KILN_TEST_TOKEN", SECRET)
     handle = start("counter", faults=["reflect-authorization"])

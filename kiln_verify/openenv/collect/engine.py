@@ -121,14 +121,52 @@ async def _gather_or_cancel(awaitables: Sequence[Awaitable[T]]) -> list[T]:
         raise
 
 
+def _message_texts(messages: list[ChatMessage]) -> list[tuple[str, str, str | None, str | None]]:
+    """The members of messages without ``tool_calls`` (the collector writes none): equal
+    lists of these are equal compact JSON, i.e. equal ``messages_sha256`` preimages."""
+    return [(m.role, m.content, m.name, m.tool_call_id) for m in messages]
+
+
+def _prompt_carries_observation(messages: list[ChatMessage], reset: ObservationRecord) -> bool:
+    """Whether the user message embeds the reset observation's compact JSON verbatim
+    (:func:`observation_content` without a usable ``input_text``), so that equal messages
+    already prove equal ``reset_observation_sha256`` preimages."""
+    payload = reset.observation
+    if isinstance(payload, dict):
+        text = payload.get("input_text")
+        if isinstance(text, str) and text.strip():
+            return False
+    return len(messages) == 2 and all(m.tool_calls is None for m in messages)
+
+
+def same_start(
+    messages: list[ChatMessage],
+    reset: ObservationRecord,
+    other_messages: list[ChatMessage],
+    other_reset: ObservationRecord,
+) -> bool:
+    """Byte-identical initial messages and reset observation (the group-integrity rule),
+    for messages that :func:`initial_messages` built from their reset observation.
+
+    The common case needs no serialization at all: the messages are compared member by
+    member (strings, which compare exactly as their bytes), and the user message already
+    contains the reset observation's compact JSON. Anything else is compared through the
+    two digests (``messages_sha256``, ``reset_observation_sha256``).
+    """
+    if _prompt_carries_observation(messages, reset) and _prompt_carries_observation(
+        other_messages, other_reset
+    ):
+        return _message_texts(messages) == _message_texts(other_messages)
+    return messages_sha256(messages) == messages_sha256(other_messages) and (
+        reset_observation_sha256(reset) == reset_observation_sha256(other_reset)
+    )
+
+
 def _check_integrity(plan: GroupPlan, episodes: list[EpisodeResult], url: str) -> None:
     first = episodes[0]
-    messages = messages_sha256(first.messages)
-    observation = reset_observation_sha256(first.reset_observation)
     for episode in episodes[1:]:
-        if (
-            messages_sha256(episode.messages) != messages
-            or reset_observation_sha256(episode.reset_observation) != observation
+        if not same_start(
+            first.messages, first.reset_observation, episode.messages, episode.reset_observation
         ):
             raise ResetNondeterministic(
                 f"group {plan.group_index} (environment {plan.environment_index}, {url}, "

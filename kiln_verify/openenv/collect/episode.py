@@ -42,7 +42,11 @@ from kiln_verify.errors import (
     ResetDone,
     TerminalProtocolError,
 )
-from kiln_verify.limits import MAX_ACTION_ISSUES
+from kiln_verify.limits import (
+    MAX_ACTION_CHECK_CACHE_ENTRIES,
+    MAX_ACTION_CHECK_CACHE_KEY_CHARS,
+    MAX_ACTION_ISSUES,
+)
 from kiln_verify.openenv.action_schema import ActionSchema
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
@@ -67,6 +71,7 @@ from kiln_verify.openenv.records.prompt import (
     observation_segment,
     parse_model_action,
     protocol_error_segment,
+    system_prompt,
 )
 from kiln_verify.openenv.records.replay import (
     ObservationResult,
@@ -103,10 +108,43 @@ class EnvironmentContext:
     action_schema: ActionSchema
     # Computed once here rather than once per episode (the inspection is frozen).
     action_schema_sha256: str = field(init=False, repr=False, compare=False)
+    system_prompt: str = field(init=False, repr=False, compare=False)
+    # Model output text -> why its action violates the schema ("" when it does not).
+    _verdicts: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         digest = str(action_schema_sha256(self.inspection.schema_.action))
         object.__setattr__(self, "action_schema_sha256", digest)
+        object.__setattr__(self, "system_prompt", system_prompt(self.inspection))
+        object.__setattr__(self, "_verdicts", {})
+
+    def schema_violation(self, output: str, parsed: dict[str, Any]) -> str:
+        """Why ``parsed`` (the action parsed from ``output``) fails the schema, or "".
+
+        Scripted and sampled policies repeat the same few actions, and jsonschema was the
+        largest per-step cost left in the loop, so verdicts are remembered (bounded by
+        MAX_ACTION_CHECK_CACHE_ENTRIES / MAX_ACTION_CHECK_CACHE_KEY_CHARS). The key is the
+        model's output text rather than the action: the action is a pure function of it
+        (:func:`parse_model_action`), so equal keys mean equal actions, with no encoding
+        step on a hit; the schema is fixed for the environment's lifetime.
+        """
+        verdicts = self._verdicts
+        known = verdicts.get(output)
+        if known is not None:
+            return known
+        issues = self.action_schema.issues(parsed)
+        reason = (
+            "the action violates the action schema: "
+            + "; ".join(issue.describe() for issue in issues[:MAX_ACTION_ISSUES])
+            if issues
+            else ""
+        )
+        if (
+            len(output) <= MAX_ACTION_CHECK_CACHE_KEY_CHARS
+            and len(verdicts) < MAX_ACTION_CHECK_CACHE_ENTRIES
+        ):
+            verdicts[output] = reason
+        return reason
 
     @property
     def name(self) -> str:
@@ -228,7 +266,7 @@ async def run_episode(
             )
         reset_record = ObservationRecord.from_wire(reset)
         budget.charge(reset.observation, reset.metadata, what="a reset observation")
-        messages = initial_messages(env.inspection, reset_record)
+        messages = initial_messages(env.inspection, reset_record, system=env.system_prompt)
         chat: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in messages]
         trajectory: list[TurnSegment] = []
         exchanges: list[ReplayExchange] = []
@@ -285,11 +323,8 @@ async def run_episode(
                 add(TurnSegment.action(text), harness_error_segment("INVALID_MODEL_ACTION", parsed))
                 invalid = True
                 break
-            issues = env.action_schema.issues(parsed)
-            if issues:
-                reason = "the action violates the action schema: " + "; ".join(
-                    issue.describe() for issue in issues[:MAX_ACTION_ISSUES]
-                )
+            reason = env.schema_violation(response.text, parsed)
+            if reason:
                 add(
                     TurnSegment.action(text),
                     harness_error_segment("ACTION_SCHEMA_VALIDATION_FAILED", reason),

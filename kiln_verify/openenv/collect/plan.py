@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kiln_verify.core.digest import Sha256Digest
@@ -51,10 +51,17 @@ class GroupPlan:
     environment_index: int
     seed: int
     reset_payload: dict[str, Any]
+    _digest: Sha256Digest | None = field(init=False, default=None, repr=False, compare=False)
 
     @property
     def reset_sha256(self) -> Sha256Digest:
-        return reset_sha256(self.reset_payload)
+        """Computed on first use (where it always was), then kept: once per group rather
+        than once per candidate."""
+        digest = self._digest
+        if digest is None:
+            digest = reset_sha256(self.reset_payload)
+            object.__setattr__(self, "_digest", digest)
+        return digest
 
 
 def group_plan(plan: ResetPlan, groups: int, seed_start: int) -> Iterator[GroupPlan]:
@@ -100,5 +107,6 @@ class RetainedBudget:
         """
         size = 0
         for value in values:
-            size += len(_SIZER.encode(value).encode("utf-8"))
+            # ``null`` (an absent metadata, say) without a trip through the encoder
+            size += 4 if value is None else len(_SIZER.encode(value).encode("utf-8"))
         self.charge_bytes(size, what)
