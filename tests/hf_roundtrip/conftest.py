@@ -72,3 +72,22 @@ def run_refused(bundle: Path, model: Path, *flags: str) -> str:
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout == ""
     return proc.stderr
+
+
+def logit_delta(model: Path, adapter: Path) -> float:
+    """Largest |logit change| the adapter makes on a fixed input; disabling the adapter must
+    give the base model's logits exactly."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32)
+    ids = torch.tensor([[1, 5, 9, 17, 33, 2]])
+    with torch.no_grad():
+        plain = base(input_ids=ids).logits.clone()
+        tuned = PeftModel.from_pretrained(base, str(adapter))
+        adapted = tuned(input_ids=ids).logits
+        with tuned.disable_adapter():
+            disabled = tuned(input_ids=ids).logits
+    assert torch.equal(disabled, plain)
+    return float((adapted - plain).abs().max().item())

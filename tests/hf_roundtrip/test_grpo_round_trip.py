@@ -17,7 +17,7 @@ from kiln_verify.hf.importer import INSTALLED_FILES, verify_installed
 from kiln_verify.hf.manifest import grpo_row_bytes, read_result
 from kiln_verify.hf.manifest.read import read_export
 
-from .conftest import GRPO, LORA, run_train
+from .conftest import GRPO, LORA, logit_delta, run_train
 
 pytestmark = pytest.mark.slow
 
@@ -36,23 +36,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path
     path = tmp_path_factory.mktemp("corpus") / "groups.jsonl"
     path.write_bytes(b"".join(grpo_row_bytes(g) for g in groups))
     return path
-
-
-def _logit_delta(model: Path, adapter: Path) -> float:
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    base = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32)
-    ids = torch.tensor([[1, 5, 9, 17, 33, 2]])
-    with torch.no_grad():
-        plain = base(input_ids=ids).logits.clone()
-        tuned = PeftModel.from_pretrained(base, str(adapter))
-        adapted = tuned(input_ids=ids).logits
-        with tuned.disable_adapter():
-            disabled = tuned(input_ids=ids).logits
-    assert torch.equal(disabled, plain)
-    return float((adapted - plain).abs().max().item())
 
 
 def test_recorded_grpo_round_trip(tmp_path: Path, tiny_model: Path, recorded: Path) -> None:
@@ -105,7 +88,7 @@ def test_recorded_grpo_round_trip(tmp_path: Path, tiny_model: Path, recorded: Pa
     installed = registry / "grpo-v1"
     assert sorted(p.name for p in installed.iterdir()) == sorted(INSTALLED_FILES)
     assert verify_installed(installed).receipt.task == "grpo"
-    assert _logit_delta(tiny_model, installed) > 1e-6
+    assert logit_delta(tiny_model, installed) > 1e-6
 
     # the same seed on a fresh copy of the export: byte-identical adapter and result
     run_train(pristine, tiny_model, *LORA, *GRPO)
