@@ -35,6 +35,7 @@ from tests.core.test_json_fastpath import (
     exact_depth,
     mutants,
     outcome,
+    stream_outcome,
     typed,
 )
 
@@ -220,14 +221,6 @@ def test_the_tier_keeps_float_and_integer_apart() -> None:
     assert typed(loads_strict(data, max_bytes=CAP)) == typed(expected)
 
 
-def _stream(data: bytes, chunk: int) -> Any:
-    try:
-        members = iter_members(io.BytesIO(data).read, "items", max_bytes=CAP, chunk_size=chunk)
-        return ("ok", [(m.key, typed(m.value), m.element) for m in members])
-    except KilnError as exc:
-        return ("error", exc.code)
-
-
 @SETTINGS
 @given(
     st.lists(_values, max_size=5),
@@ -244,11 +237,11 @@ def test_streaming_canonical_tier_agrees_with_the_strict_scan(
         return
     originals = (jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value)
     for variant in [pretty, *_swaps(pretty, seed), *mutants(pretty, seed)]:
-        fast = _stream(variant, chunk)
+        fast = stream_outcome(variant, chunk)
         jsonstream._Reader.canonical_value = lambda *args: MISS  # type: ignore[method-assign]
         jsonstream._Reader.fast_value = lambda *args: MISS  # type: ignore[method-assign]
         try:
-            strict = _stream(variant, chunk)
+            strict = stream_outcome(variant, chunk)
         finally:
             jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value = originals  # type: ignore[method-assign]
         assert fast == strict, variant

@@ -187,7 +187,7 @@ def test_digest_like_strings_stay_on_the_fast_path() -> None:
     assert numbers_suspicious(b'{"d"  :\n -2.5E+300}')
 
 
-def _stream(data: bytes, chunk: int) -> Any:
+def stream_outcome(data: bytes, chunk: int) -> Any:
     try:
         members = iter_members(io.BytesIO(data).read, "items", max_bytes=CAP, chunk_size=chunk)
         return ("ok", [(m.key, typed(m.value), m.element) for m in members])
@@ -208,10 +208,10 @@ def test_streaming_fast_path_agrees_with_the_strict_scan(
     original = jsonstream._Reader.fast_value
     for data in encodings(document):
         for variant in [data, *mutants(data, seed)]:
-            fast = _stream(variant, chunk)
+            fast = stream_outcome(variant, chunk)
             jsonstream._Reader.fast_value = lambda *args: MISS  # type: ignore[method-assign]
             try:
-                strict = _stream(variant, chunk)
+                strict = stream_outcome(variant, chunk)
             finally:
                 jsonstream._Reader.fast_value = original  # type: ignore[method-assign]
             assert fast == strict, variant

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any
+from typing import Any, get_args
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,6 +27,7 @@ from kiln_verify.openenv.records import (
 )
 from kiln_verify.openenv.records.common import (
     ObservationRecord,
+    ProtocolErrorCode,
     ProtocolErrorRecord,
     Record,
     bits_equal,
@@ -183,14 +184,7 @@ def test_parsed_reset_digest_matches_the_reference(payload: dict[str, Any]) -> N
     assert serialize.reset_sha256(parsed, parsed=True) == serialize.reset_sha256(parsed)
 
 
-_CODES = [
-    "INVALID_JSON",
-    "UNKNOWN_TYPE",
-    "VALIDATION_ERROR",
-    "EXECUTION_ERROR",
-    "CAPACITY_REACHED",
-    "FACTORY_ERROR",
-]
+_CODES = list(get_args(ProtocolErrorCode))
 
 
 @settings(max_examples=300, deadline=None)
