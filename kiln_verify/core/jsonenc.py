@@ -37,6 +37,8 @@ _first = itemgetter(0)
 # Integers we write must be readable back: at most MAX_JSON_NUMBER_CHARS characters.
 _INT_HIGH = 10**MAX_JSON_NUMBER_CHARS
 _INT_LOW = -(10 ** (MAX_JSON_NUMBER_CHARS - 1))
+# "\n" plus the pretty indent of each depth the writer can reach (it refuses deeper).
+_NEWLINE_INDENT = tuple("\n" + "  " * depth for depth in range(MAX_JSON_DEPTH + 1))
 
 
 def _int(value: int) -> str:
@@ -191,33 +193,37 @@ def _pretty(value: Any, out: list[str], depth: int) -> None:
         if not value:
             out.append("{}" if kind is dict else "[]")
             return
-        inner = "\n" + "  " * (depth + 1)
         child = depth + 1
+        inner = _NEWLINE_INDENT[child]
+        append = out.append
+        comma = "," + inner
         if kind is dict:
             sep = "{" + inner
+            leaves = _LEAVES
+            encode = _encode_str
             for key, item in value.items():
-                if not isinstance(key, str):
+                if type(key) is not str and not isinstance(key, str):
                     raise _bad_key(key)
                 # Leaves of exact scalar types inline (_scalar's spelling), the rest recurse.
-                leaf = _LEAVES.get(type(item))
+                leaf = leaves.get(type(item))
                 if leaf is not None:
-                    out.append(f"{sep}{_encode_str(key)}: {leaf(item)}")
+                    append(f"{sep}{encode(key)}: {leaf(item)}")
                 else:
-                    out.append(f"{sep}{_encode_str(key)}: ")
+                    append(f"{sep}{encode(key)}: ")
                     _pretty(item, out, child)
-                sep = "," + inner
-            out.append("\n" + "  " * depth + "}")
+                sep = comma
+            append(_NEWLINE_INDENT[depth] + "}")
         else:
-            joined = _fast_array(value, "," + inner)
+            joined = _fast_array(value, comma)
             if joined is not None:
-                out.append(f"[{inner}{joined}\n{'  ' * depth}]")
+                append(f"[{inner}{joined}{_NEWLINE_INDENT[depth]}]")
                 return
             sep = "[" + inner
             for item in value:
-                out.append(sep)
+                append(sep)
                 _pretty(item, out, child)
-                sep = "," + inner
-            out.append("\n" + "  " * depth + "]")
+                sep = comma
+            append(_NEWLINE_INDENT[depth] + "]")
     else:
         out.append(_scalar(value))
 

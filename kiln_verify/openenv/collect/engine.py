@@ -139,6 +139,41 @@ def _prompt_carries_observation(messages: list[ChatMessage], reset: ObservationR
     return len(messages) == 2 and all(m.tool_calls is None for m in messages)
 
 
+class _Start:
+    """One candidate's initial messages and reset observation, with the digests group
+    integrity may need computed at most once (candidate 0 is compared with every other
+    candidate of its group, so its digests were the ones computed repeatedly)."""
+
+    __slots__ = ("_messages_sha256", "_reset_sha256", "carries", "messages", "reset")
+
+    def __init__(self, messages: list[ChatMessage], reset: ObservationRecord) -> None:
+        self.messages = messages
+        self.reset = reset
+        self.carries = _prompt_carries_observation(messages, reset)
+        self._messages_sha256: str | None = None
+        self._reset_sha256: str | None = None
+
+    def messages_sha256(self) -> str:
+        if self._messages_sha256 is None:
+            self._messages_sha256 = str(messages_sha256(self.messages))
+        return self._messages_sha256
+
+    def reset_sha256(self) -> str:
+        if self._reset_sha256 is None:
+            self._reset_sha256 = str(reset_observation_sha256(self.reset))
+        return self._reset_sha256
+
+    def same_as(self, other: _Start) -> bool:
+        """Byte-identical initial messages and reset observation (see :func:`same_start`)."""
+        if self.carries and other.carries:
+            return _message_texts(self.messages) == _message_texts(other.messages)
+        # Same order and short-circuit as before: the reset digests only when the
+        # messages agree.
+        return self.messages_sha256() == other.messages_sha256() and (
+            self.reset_sha256() == other.reset_sha256()
+        )
+
+
 def same_start(
     messages: list[ChatMessage],
     reset: ObservationRecord,
@@ -153,21 +188,14 @@ def same_start(
     contains the reset observation's compact JSON. Anything else is compared through the
     two digests (``messages_sha256``, ``reset_observation_sha256``).
     """
-    if _prompt_carries_observation(messages, reset) and _prompt_carries_observation(
-        other_messages, other_reset
-    ):
-        return _message_texts(messages) == _message_texts(other_messages)
-    return messages_sha256(messages) == messages_sha256(other_messages) and (
-        reset_observation_sha256(reset) == reset_observation_sha256(other_reset)
-    )
+    return _Start(messages, reset).same_as(_Start(other_messages, other_reset))
 
 
 def _check_integrity(plan: GroupPlan, episodes: list[EpisodeResult], url: str) -> None:
     first = episodes[0]
+    reference = _Start(first.messages, first.reset_observation)
     for episode in episodes[1:]:
-        if not same_start(
-            first.messages, first.reset_observation, episode.messages, episode.reset_observation
-        ):
+        if not reference.same_as(_Start(episode.messages, episode.reset_observation)):
             raise ResetNondeterministic(
                 f"group {plan.group_index} (environment {plan.environment_index}, {url}, "
                 f"seed {plan.seed}): candidate {episode.candidate_index} got a different reset "
