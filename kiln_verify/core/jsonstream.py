@@ -86,6 +86,12 @@ class _Reader:
         self.buf += data
         return True
 
+    def _can_fill(self) -> bool:
+        """Whether :meth:`fill` may run without any chance of raising: one more chunk
+        stays within ``max_bytes``. Reading on early then changes no error: every later
+        step reads the same bytes whenever it needs them, and only I/O could fail."""
+        return not self.eof and self.total + self._chunk <= self.max_bytes
+
     def compact(self) -> None:
         if self.pos >= self._chunk:
             del self.buf[: self.pos]
@@ -160,16 +166,27 @@ class _Reader:
         bracket (deeper lines are indented more, and strings hold no raw LF); the value
         counts only if those bytes are exactly its pretty spelling
         (:func:`kiln_verify.core.jsonio.canonical_value`), so they are one complete value
-        and the strict route would end and parse it the same way. Never reads more input.
-        The search is bounded by twice the previous element's size (``_span``), so a
-        document in another layout costs linear time, not a scan of the buffer per element.
+        and the strict route would end and parse it the same way. An element cut by the
+        end of the buffer reads on within the search bound, only while a read cannot
+        raise (:meth:`_can_fill`), so no error and no order of errors changes. The search
+        is bounded by twice the previous element's size (``_span``), so a document in
+        another layout costs linear time, not a scan of the buffer per element.
         """
         buf = self.buf
+        if start + 1 == len(buf) and self._can_fill():
+            self.fill()  # the opening bracket ends the buffer
         if buf[start + 1 : start + 2] != b"\n":
             return MISS
         indent = 2 * base_depth
         closing = b"\n" + b" " * indent + _CLOSER[buf[start]]
-        end = buf.find(closing, start + 1, start + self._span)
+        stop = start + self._span
+        end = buf.find(closing, start + 1, stop)
+        while end < 0 and len(buf) < stop and self._can_fill():
+            # cut by the end of the buffer: read on (within the same bound) rather than
+            # send the element down the strict route
+            searched = max(start + 1, len(buf) - len(closing) + 1)
+            self.fill()
+            end = buf.find(closing, searched, stop)
         if end < 0:
             return MISS
         end += len(closing)

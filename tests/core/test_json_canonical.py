@@ -263,3 +263,72 @@ def test_streaming_search_stays_linear_on_other_layouts(monkeypatch: pytest.Monk
     members = list(iter_members(io.BytesIO(document).read, "items", max_bytes=CAP))
     assert len(members) == 2001
     assert sum(seen) <= 2 * len(document)
+
+
+def _outcome_capped(data: bytes, chunk: int, cap: int) -> Any:
+    try:
+        members = iter_members(io.BytesIO(data).read, "items", max_bytes=cap, chunk_size=chunk)
+        return ("ok", [(m.key, typed(m.value), m.element) for m in members])
+    except KilnError as exc:
+        return ("error", exc.code, str(exc))
+
+
+def _strict_outcome_capped(data: bytes, chunk: int, cap: int) -> Any:
+    originals = (jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value)
+    jsonstream._Reader.canonical_value = lambda *args: MISS  # type: ignore[method-assign]
+    jsonstream._Reader.fast_value = lambda *args: MISS  # type: ignore[method-assign]
+    try:
+        return _outcome_capped(data, chunk, cap)
+    finally:
+        jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value = originals  # type: ignore[method-assign]
+
+
+def _pretty_items(count: int) -> bytes:
+    items = [{"i": i, "text": "x" * (i % 7), "nested": [i, {"f": 0.5}]} for i in range(count)]
+    return dumps_pretty({"head": 1, "items": items, "tail": [2]})
+
+
+def test_streaming_elements_cut_by_the_buffer_stay_on_the_canonical_tier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An element that straddles the end of the read buffer reads on and is still taken by
+    the ``orjson`` tier (it used to go down the byte-scanning strict route), with the
+    strict value."""
+    data = _pretty_items(40)
+    element_scans: list[int] = []
+    original = jsonstream._Reader.value_end
+
+    def counting(self: Any, start: int, base_depth: int) -> int:
+        if base_depth == 2:
+            element_scans.append(start)
+        return original(self, start, base_depth)
+
+    monkeypatch.setattr(jsonstream._Reader, "value_end", counting)
+    for chunk in (16, 64, 100):
+        element_scans.clear()
+        assert _outcome_capped(data, chunk, CAP) == _strict_outcome_capped(data, chunk, CAP)
+        element_scans.clear()
+        read = io.BytesIO(data).read
+        members = list(iter_members(read, "items", max_bytes=CAP, chunk_size=chunk))
+        assert [m.value for m in members if m.element] == loads_strict(data, max_bytes=CAP)["items"]
+        # only the first element (no previous size to bound the search) may scan
+        assert len(element_scans) <= 1, (chunk, element_scans)
+
+
+@pytest.mark.parametrize("chunk", [16, 64])
+def test_reading_on_never_changes_an_error_near_max_bytes(chunk: int) -> None:
+    """Reading on for a cut element never crosses ``max_bytes``: with a syntax error in
+    the middle and every cap from well before it to past the end, the outcome (code and
+    message) is the strict route's."""
+    data = _pretty_items(12)
+    middle = data.index(b'"i": 6')
+    broken = data[:middle] + b'"i": 6,,' + data[middle + len(b'"i": 6,') :]
+    # element 6 in another layout (its closing bracket indented 3, not 4), then ",,":
+    # the strict route stops at the second comma; the search for a closing line must not
+    # read past the cap first
+    closing = data.index(b"\n    },", middle)
+    relaid = data[:closing] + b"\n   },," + data[closing + len(b"\n    },") :]
+    for document in (data, broken, relaid):
+        for cap in range(middle - 200, len(document) + 2, 3):
+            fast = _outcome_capped(document, chunk, cap)
+            assert fast == _strict_outcome_capped(document, chunk, cap), (cap, fast)

@@ -295,7 +295,8 @@ class Record(BaseModel):
             omit, constants = rules
             if (omit or constants) and info.context == _FROM_JSON:
                 for key in omit:
-                    if key in data and data[key] is None:
+                    # one lookup: a present key whose value is null (absent reads as False)
+                    if data.get(key, False) is None:
                         raise ValueError(f"{key!r} must be omitted rather than null")
                 # A constant tag (`schema`, `client_profile`) has a default for Python
                 # callers, but a document that leaves it out is not the record it claims

@@ -46,7 +46,12 @@ from kiln_verify.openenv.records.replay import (
     ProtocolErrorResult,
     ReplayCandidate,
 )
-from kiln_verify.openenv.records.rollout import TURN_BREAK, ScoredRollout, TurnSegment
+from kiln_verify.openenv.records.rollout import (
+    TURN_BREAK,
+    OpenEnvRolloutProvenance,
+    ScoredRollout,
+    TurnSegment,
+)
 from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.verify.replay_checks import where
 
@@ -96,6 +101,37 @@ def _json_content(content: str) -> Any:
         return None
 
 
+def _same(found: Any, wanted: Any) -> bool:
+    return found == wanted and type(found) is type(wanted)
+
+
+def _provenance_holds(
+    prov: OpenEnvRolloutProvenance, candidate: ReplayCandidate, ctx: CandidateContext
+) -> bool:
+    """Whether every pair :func:`_check_provenance` compares is equal, without building its
+    list (the usual case); the comparisons are the same pure ones, so a ``False`` here is
+    exactly a failure there, which then names the first differing field."""
+    identity = ctx.inspection.identity
+    return (
+        _same(prov.steps, len(candidate.exchanges))
+        and _same(prov.seed, ctx.seed)
+        and _same(prov.termination, candidate.termination)
+        and _same(prov.terminal_done, candidate.terminal_done)
+        and _same(prov.protocol_error_code, final_error_code(candidate))
+        and _same(prov.environment_name, identity.metadata.name)
+        and _same(prov.environment_base_url, identity.base_url)
+        and _same(prov.openapi_version, identity.openapi_version)
+        and _same(prov.environment_schema_sha256, identity.schema_sha256)
+        and _same(prov.action_schema_sha256, ctx.action_schema_sha256)
+        and _same(prov.reset_sha256, ctx.reset_sha256)
+        and (
+            prov.discovery_sha256 is None
+            or _same(prov.discovery_sha256, identity.discovery_sha256)
+        )
+        and (not ctx.check_behavior_policy or _same(prov.behavior_policy, ctx.behavior_policy))
+    )
+
+
 def _check_provenance(
     completion: ScoredRollout, candidate: ReplayCandidate, ctx: CandidateContext
 ) -> None:
@@ -111,6 +147,9 @@ def _check_provenance(
             location=where(ctx.group, candidate.candidate_index),
         )
     identity = ctx.inspection.identity
+    if _provenance_holds(prov, candidate, ctx):
+        return
+    # something differs: the ordered list below names the first difference
     expected: list[tuple[str, Any, Any]] = [
         ("steps", prov.steps, len(candidate.exchanges)),
         ("seed", prov.seed, ctx.seed),
@@ -241,24 +280,40 @@ def _check_trajectory(
 
 def _check_record(record: RolloutRecord, candidate: ReplayCandidate, ctx: CandidateContext) -> None:
     identity = ctx.inspection.identity
-    pairs: list[tuple[str, Any, Any]] = [
-        ("group_index", record.group_index, ctx.group),
-        ("candidate_index", record.candidate_index, candidate.candidate_index),
-        ("environment_name", record.environment_name, identity.metadata.name),
-        ("environment_url", record.environment_url, identity.base_url),
-        ("seed", record.seed, ctx.seed),
-        ("steps", record.steps, len(candidate.exchanges)),
-        ("termination", record.termination, candidate.termination),
-        ("terminal_done", record.terminal_done, candidate.terminal_done),
-        ("protocol_error_code", record.protocol_error_code, final_error_code(candidate)),
-        (
-            "recoverable_protocol_errors",
-            record.recoverable_protocol_errors,
-            candidate.recoverable_protocol_errors,
-        ),
-        ("capacity_retries", record.capacity_retries, candidate.capacity_retries),
-        ("model_tokens", record.model_tokens, candidate.model_tokens),
-    ]
+    if (  # the usual case: all equal, no list built (same comparisons as the loop below)
+        record.group_index == ctx.group
+        and record.candidate_index == candidate.candidate_index
+        and record.environment_name == identity.metadata.name
+        and record.environment_url == identity.base_url
+        and record.seed == ctx.seed
+        and record.steps == len(candidate.exchanges)
+        and record.termination == candidate.termination
+        and record.terminal_done == candidate.terminal_done
+        and record.protocol_error_code == final_error_code(candidate)
+        and record.recoverable_protocol_errors == candidate.recoverable_protocol_errors
+        and record.capacity_retries == candidate.capacity_retries
+        and record.model_tokens == candidate.model_tokens
+    ):
+        pairs: list[tuple[str, Any, Any]] = []
+    else:
+        pairs = [
+            ("group_index", record.group_index, ctx.group),
+            ("candidate_index", record.candidate_index, candidate.candidate_index),
+            ("environment_name", record.environment_name, identity.metadata.name),
+            ("environment_url", record.environment_url, identity.base_url),
+            ("seed", record.seed, ctx.seed),
+            ("steps", record.steps, len(candidate.exchanges)),
+            ("termination", record.termination, candidate.termination),
+            ("terminal_done", record.terminal_done, candidate.terminal_done),
+            ("protocol_error_code", record.protocol_error_code, final_error_code(candidate)),
+            (
+                "recoverable_protocol_errors",
+                record.recoverable_protocol_errors,
+                candidate.recoverable_protocol_errors,
+            ),
+            ("capacity_retries", record.capacity_retries, candidate.capacity_retries),
+            ("model_tokens", record.model_tokens, candidate.model_tokens),
+        ]
     for name, found, wanted in pairs:
         if found != wanted:
             raise BundleRecordMismatch(
