@@ -36,8 +36,8 @@ from tests.core.test_json_fastpath import (
     mutants,
     outcome,
     stream_outcome,
-    typed,
 )
+from tests.core.test_json_properties import typed
 
 _HOSTILE_SWAPS: list[tuple[bytes, bytes]] = [
     (b"1", b"-0"),

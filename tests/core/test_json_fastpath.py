@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +33,7 @@ from kiln_verify.core.jsonio import (
 from kiln_verify.core.jsonstream import iter_members
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_JSON_DEPTH
+from tests.core.test_json_properties import typed
 
 CAP = 1 << 22
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -57,21 +57,6 @@ _values = st.recursive(
     ),
     max_leaves=30,
 )
-
-
-def typed(value: Any) -> Any:
-    """1, 1.0, True and 0.0/-0.0 all differ; key order counts."""
-    if isinstance(value, bool) or value is None:
-        return ("b", value)
-    if isinstance(value, int):
-        return ("i", value)
-    if isinstance(value, float):
-        return ("f", struct.pack("<d", value))
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, list):
-        return ("l", [typed(item) for item in value])
-    return ("o", [(key, typed(item)) for key, item in value.items()])
 
 
 def outcome(parse: Any, data: bytes) -> Any:
