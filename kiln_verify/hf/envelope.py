@@ -68,6 +68,7 @@ __all__ = [
     "EnvelopeReport",
     "check_import_name",
     "check_import_sizes",
+    "extracted_envelope",
     "materialized_envelope",
     "verify_envelope",
     "verify_envelope_archive",
@@ -292,8 +293,10 @@ def envelope_root(archive: str | os.PathLike[str]) -> str:
     return base.removesuffix(".tar.gz")
 
 
-def verify_envelope_archive(archive: str | os.PathLike[str]) -> EnvelopeReport:
-    """Extract an envelope archive under the import limits, privately, and verify it."""
+@contextmanager
+def extracted_envelope(archive: str | os.PathLike[str]) -> Iterator[str]:
+    """The root of an envelope archive extracted under the import limits into a private
+    directory beside it; removed on exit."""
     root = envelope_root(archive)
     check_import_name(root.removesuffix(ENVELOPE_SUFFIX))
     parent = os.path.dirname(os.path.abspath(os.fspath(archive)))
@@ -303,7 +306,13 @@ def verify_envelope_archive(archive: str | os.PathLike[str]) -> EnvelopeReport:
             archive, scratch, expected_root=root, limits=IMPORT_ARCHIVE_LIMITS
         ) as extracted,
     ):
-        return verify_envelope(extracted)
+        yield os.fspath(extracted)
+
+
+def verify_envelope_archive(archive: str | os.PathLike[str]) -> EnvelopeReport:
+    """Extract an envelope archive under the import limits, privately, and verify it."""
+    with extracted_envelope(archive) as root:
+        return verify_envelope(root)
 
 
 def write_envelope_archive(

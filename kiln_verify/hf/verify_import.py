@@ -5,7 +5,7 @@ to know, without importing again, that it is intact and, optionally, that it fit
 resident model. ``PATH`` is one of:
 
 - ``NAME.kiln-hf-import.tar.gz``: extracted under the import archive limits into a private
-  temporary directory beside it and verified as an envelope (:func:`verify_envelope_archive`);
+  temporary directory beside it and verified as an envelope (:func:`extracted_envelope`);
 - a ``NAME.kiln-hf-import`` directory: verified as an envelope (:func:`verify_envelope`);
 - any other directory: verified as an installed adapter (:func:`verify_installed`; its
   ``kiln_hf_import.json`` must name ``--name``, default the directory's own name).
@@ -21,19 +21,15 @@ derived from the resident inference template; an export made with a custom
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from kiln_verify.core.safe_tar import extracted_tar_gz
 from kiln_verify.errors import UsageError
 from kiln_verify.hf.adapter_check import check_adapter
 from kiln_verify.hf.envelope import (
     ENVELOPE_SUFFIX,
-    IMPORT_ARCHIVE_LIMITS,
     EnvelopeReport,
-    check_import_name,
-    envelope_root,
+    extracted_envelope,
     verify_envelope,
 )
 from kiln_verify.hf.importer import (
@@ -86,16 +82,8 @@ def verify_import_path(
     if not os.path.exists(shown):
         raise UsageError("no such file or directory", path=shown)
     if not os.path.isdir(shown):
-        root_name = envelope_root(shown)
-        check_import_name(root_name.removesuffix(ENVELOPE_SUFFIX))
-        parent = os.path.dirname(os.path.abspath(shown))
-        with (
-            tempfile.TemporaryDirectory(prefix=".kiln-hf-envelope-verify-", dir=parent) as scratch,
-            extracted_tar_gz(
-                shown, scratch, expected_root=root_name, limits=IMPORT_ARCHIVE_LIMITS
-            ) as extracted,
-        ):
-            return _envelope(os.fspath(extracted), model, served_model_id)
+        with extracted_envelope(shown) as extracted:
+            return _envelope(extracted, model, served_model_id)
     if os.path.basename(os.path.normpath(shown)).endswith(ENVELOPE_SUFFIX):
         return _envelope(shown, model, served_model_id)
     installed = verify_installed(shown, name=name)
