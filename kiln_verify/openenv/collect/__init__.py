@@ -39,7 +39,6 @@ from kiln_verify.openenv.collect.engine import (
     ProgressHook,
     collect,
 )
-from kiln_verify.openenv.collect.grpo_corpus import build_grpo_corpus
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
 from kiln_verify.openenv.collect.publish import publish_together
 from kiln_verify.openenv.policy.base import Policy, TokenizerBound
@@ -60,7 +59,6 @@ __all__ = [
     "ResetPlan",
     "RetainedBudget",
     "build_bundle",
-    "build_grpo_corpus",
     "collect",
     "group_plan",
     "grpo_tokenizer",
@@ -101,6 +99,8 @@ async def run_collection(
         (controls.summary_output, bundle.summary),
     ]
     if controls.grpo_output is not None and tokenizer is not None:
+        from kiln_verify.openenv.collect.grpo_corpus import build_grpo_corpus  # HF records
+
         grpo = build_grpo_corpus(collection, tokenizer)
         bundle = dataclasses.replace(bundle, grpo=grpo)
         files.append((controls.grpo_output, grpo))

@@ -22,8 +22,6 @@ from pydantic import TypeAdapter
 
 from kiln_verify.core.jsonio import loads_object
 from kiln_verify.errors import GrpoOutputUnsupported, KilnError, LimitExceeded, UsageError
-from kiln_verify.hf.manifest.grpo import F32
-from kiln_verify.hf.manifest.grpo import MIN_GROUP_COMPLETIONS as MIN_GRPO_GROUP_SIZE
 from kiln_verify.limits import (
     MAX_ACTION_TOKENS,
     MAX_CAPACITY_WAIT_S,
@@ -187,6 +185,10 @@ class CollectionControls:
 
     def _check_grpo(self, bundle_paths: set[str]) -> None:
         """``--grpo-output``: only single-action episodes in real groups map onto GRPO rows."""
+        # the HF record layer costs start-up time every rollout would pay; only this flag needs it
+        from kiln_verify.hf.manifest.grpo import F32
+        from kiln_verify.hf.manifest.grpo import MIN_GROUP_COMPLETIONS as MIN_GRPO_GROUP_SIZE
+
         if not self.grpo_output:
             raise UsageError("--grpo-output must not be empty")
         if os.path.realpath(os.path.abspath(self.grpo_output)) in bundle_paths:
