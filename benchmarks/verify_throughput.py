@@ -1,7 +1,19 @@
 """Offline verification throughput and memory versus ``sha256sum`` over the same files.
 
-Synthesizes two consistent bundles (scripted deterministic episodes, see
-tests/verify/bundles.py) at ``--scale`` and ``--scale * --small-fraction``, then for each:
+Synthesizes consistent bundles (scripted deterministic episodes, see tests/verify/bundles.py)
+in two shapes, each at two sizes (the large one and ``--small-fraction`` of its groups):
+
+* ``max`` (the target's shape, issue 4): a bundle at the contract's maximum sizes:
+  ``MAX_ROLLOUTS`` rollouts (2,048 groups x 8) with observations and model reasoning padded
+  so the corpus and the replay each fill ``--fill`` (default 97 %) of their 256 MiB caps
+  (the summary is then at its own natural maximum, about 7 MiB: its records have a fixed
+  shape). About 505 MiB in all; generation takes about half a minute.
+* ``dense``: the same rollout count with 512 characters per observation and one character
+  of reasoning (about 70 MiB): the per-record worst case, where the fixed cost of each of
+  the 16,384 rollouts (validation, cross-file comparison) outweighs the bytes. Reported
+  beside the target, not instead of it.
+
+For each bundle:
 
 * times ``sha256sum`` over the three files (subprocess wall time, best of ``--rounds``);
 * times :func:`kiln_verify.openenv.verify.verify_bundle` inside a fresh child process
@@ -10,16 +22,13 @@ tests/verify/bundles.py) at ``--scale`` and ``--scale * --small-fraction``, then
   ``sha256sum``, ``process_time`` of the verifying child), the latter being what a
   loaded machine distorts least;
 * measures the verifying child's peak RSS with ``getrusage(RUSAGE_CHILDREN).ru_maxrss``
-  in a fresh wrapper process per measurement.
+  in a fresh wrapper process per measurement (it must not grow from the small to the
+  large bundle).
 
-``--scale 1`` is 2,048 groups x 8 candidates (16,384 rollouts = the contract's
-``MAX_ROLLOUTS``) with 512 characters of padding per observation: a corpus of about
-31 MiB, a replay of about 32 MiB and a summary of about 7 MiB (70 MiB in all, about an
-eighth of the 256 MiB per-file caps; generation takes a few seconds). Scales above 1 keep
-the rollout count and grow the padding (``--scale 8`` approaches the caps); scales below 1
-shrink the group count.
+``--scale`` (below 1) shrinks the group count of both shapes, for a quick run.
 
-    python -m benchmarks.verify_throughput --scale 1 --json
+    python -m benchmarks.verify_throughput --json
+    python -m benchmarks.verify_throughput --shape max
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,11 +48,19 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from kiln_verify.limits import (  # noqa: E402
+    MAX_OPENENV_DATASET_BYTES,
+    MAX_OPENENV_REPLAY_BYTES,
+    MAX_ROLLOUTS,
+)
 from tests.verify.bundles import Bundle, build_bundle  # noqa: E402
 
-GROUPS = 2048
 GROUP_SIZE = 8
+GROUPS = MAX_ROLLOUTS // GROUP_SIZE
 PAD = 512
+PROBE_GROUPS = 20
+"""Probe bundles' group count: a multiple of the builder's 2 environments x 5 scripts."""
+PROBE_PAD = 1000
 
 _CHILD = """
 import sys, time
@@ -60,10 +78,45 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 """
 
 
-def synthesize(directory: Path, scale: float) -> Bundle:
-    groups = max(2, int(GROUPS * min(scale, 1.0)))
-    pad = int(PAD * max(scale, 1.0))
-    return build_bundle(directory, groups=groups, group_size=GROUP_SIZE, pad=pad)
+def _sizes(directory: Path, *, pad: int, reasoning: int) -> tuple[int, int]:
+    bundle = build_bundle(
+        directory, groups=PROBE_GROUPS, group_size=GROUP_SIZE, pad=pad, reasoning=reasoning
+    )
+    return bundle.dataset.stat().st_size, bundle.replay.stat().st_size
+
+
+def max_size_pads(directory: Path, fill: float) -> tuple[int, int]:
+    """Observation and reasoning padding that fill ``fill`` of the corpus and replay caps.
+
+    Both files grow linearly in each knob, so three probe bundles give the slopes: the
+    observation padding is sized for the replay, then the reasoning padding for whatever
+    the corpus still lacks.
+    """
+    base_corpus, base_replay = _sizes(directory / "p0", pad=0, reasoning=0)
+    pad_corpus, pad_replay = _sizes(directory / "p1", pad=PROBE_PAD, reasoning=0)
+    think_corpus, _ = _sizes(directory / "p2", pad=0, reasoning=PROBE_PAD)
+    per_group = GROUPS / PROBE_GROUPS
+    replay_slope = (pad_replay - base_replay) * per_group / PROBE_PAD
+    pad = int((fill * MAX_OPENENV_REPLAY_BYTES - base_replay * per_group) / replay_slope)
+    corpus = (base_corpus + (pad_corpus - base_corpus) * pad / PROBE_PAD) * per_group
+    think_slope = (think_corpus - base_corpus) * per_group / PROBE_PAD
+    reasoning = int((fill * MAX_OPENENV_DATASET_BYTES - corpus) / think_slope)
+    if pad < 0 or reasoning < 0:
+        raise ValueError(f"--fill {fill} is below the unpadded bundle's size")
+    return pad, reasoning
+
+
+def synthesize(
+    directory: Path, *, shape: str, fraction: float, pads: tuple[int, int] | None = None
+) -> Bundle:
+    groups = max(2, int(GROUPS * min(fraction, 1.0)))
+    if shape == "dense":
+        return build_bundle(directory, groups=groups, group_size=GROUP_SIZE, pad=PAD)
+    assert pads is not None
+    pad, reasoning = pads
+    return build_bundle(
+        directory, groups=groups, group_size=GROUP_SIZE, pad=pad, reasoning=reasoning
+    )
 
 
 def _files(bundle: Bundle) -> list[str]:
@@ -139,22 +192,36 @@ def measure(bundle: Bundle, rounds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--shape", choices=("max", "dense", "both"), default="both")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the groups")
     parser.add_argument("--small-fraction", type=float, default=0.25)
+    parser.add_argument("--fill", type=float, default=0.97, help="of the 256 MiB caps")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if not 0 < args.fill <= 1:
+        parser.error("--fill must be in (0, 1]")
+    shapes = ("max", "dense") if args.shape == "both" else (args.shape,)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, scale in (("small", args.scale * args.small_fraction), ("large", args.scale)):
-            start = time.perf_counter()
-            bundle = synthesize(Path(tmp) / label, scale)
-            built = time.perf_counter() - start
-            results[label] = {
-                "scale": scale,
-                "build_s": round(built, 2),
-                **measure(bundle, args.rounds),
-            }
+        for shape in shapes:
+            pads = max_size_pads(Path(tmp) / "probe", args.fill) if shape == "max" else None
+            for label, fraction in (
+                ("small", args.scale * args.small_fraction),
+                ("large", args.scale),
+            ):
+                start = time.perf_counter()
+                directory = Path(tmp) / f"{shape}-{label}"
+                bundle = synthesize(directory, shape=shape, fraction=fraction, pads=pads)
+                built = time.perf_counter() - start
+                row: dict[str, Any] = {"scale": fraction, "build_s": round(built, 2)}
+                if pads is not None:
+                    row["observation_pad"], row["reasoning_pad"] = pads
+                results[f"{shape}-{label}"] = {**row, **measure(bundle, args.rounds)}
+                shutil.rmtree(directory)  # half a GiB each: keep at most one on disk
+        for shape in shapes:
+            small, large = results[f"{shape}-small"], results[f"{shape}-large"]
+            large["rss_growth_mib"] = round(large["peak_rss_mib"] - small["peak_rss_mib"], 1)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

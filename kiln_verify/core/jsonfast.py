@@ -44,6 +44,12 @@ MISS: Any = _Miss()
 """What a fast path returns when the strict path must decide."""
 
 _INDENT_2 = orjson.OPT_INDENT_2
+_COUNT_BRACKETS_BELOW = 32 * 1024
+"""Compact text at least this long skips the bracket count and goes straight to the pretty
+spelling's indentation check. Either proves the depth bound; the count is the cheaper proof
+only for short text: it reads every byte twice, about as long as hashing them, and a long
+value with few enough brackets to pass it is mostly string, which ``orjson`` writes pretty
+at copying speed (a 250 KiB corpus line: count 0.1 ms, pretty check 0.03 ms)."""
 _ORJSON_ERRORS = (orjson.JSONDecodeError, orjson.JSONEncodeError, RecursionError)
 
 _DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
@@ -147,7 +153,10 @@ def canonical_value(raw: bytes, depth_limit: int | None, indent: int = 0) -> Any
             if pretty != raw and not (raw[-1] == 0x0A and raw[:-1] == pretty):
                 return MISS
         elif orjson.dumps(value) == raw:
-            if depth_limit is None or raw.count(b"[") + raw.count(b"{") <= depth_limit:
+            if depth_limit is None or (
+                len(raw) < _COUNT_BRACKETS_BELOW
+                and raw.count(b"[") + raw.count(b"{") <= depth_limit
+            ):
                 return value
             pretty, indent = orjson.dumps(value, option=_INDENT_2), 0
         else:

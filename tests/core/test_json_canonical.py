@@ -150,20 +150,25 @@ def test_loads_agrees_with_the_strict_path_on_pretty_bytes(value: Any, seed: int
         ), data
 
 
-def _nested(depth: int, pretty: bool) -> bytes:
+def _nested(depth: int, pretty: bool, inner: bytes = b"1") -> bytes:
     """``{"k":{"k":...1...}}`` nested ``depth`` deep, in our compact or pretty spelling
     (written by hand: our writer refuses what it could not read back)."""
     if not pretty:
-        return b'{"k":' * depth + b"1" + b"}" * depth
+        return b'{"k":' * depth + inner + b"}" * depth
     opening = b"".join(b"{\n" + b"  " * (level + 1) + b'"k": ' for level in range(depth))
     closing = b"".join(b"\n" + b"  " * level + b"}" for level in reversed(range(depth)))
-    return opening + b"1" + closing + b"\n"
+    return opening + inner + closing + b"\n"
+
+
+_LONG_STRING = b'"' + b"x" * 40_000 + b'"'
+"""Makes compact text long enough to skip the bracket count for the pretty check."""
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 300])
 @pytest.mark.parametrize("pretty", [False, True])
-def test_nesting_beyond_our_bound_never_passes(depth: int, pretty: bool) -> None:
-    data = _nested(depth, pretty)
+@pytest.mark.parametrize("inner", [b"1", _LONG_STRING], ids=["short", "long"])
+def test_nesting_beyond_our_bound_never_passes(depth: int, pretty: bool, inner: bytes) -> None:
+    data = _nested(depth, pretty, inner)
     if depth <= MAX_JSON_DEPTH:  # the hand-written spelling is ours
         assert data == (dumps_pretty if pretty else dumps_compact)(loads(data, max_bytes=CAP))
     strict = outcome(lambda d: loads_strict(d, max_bytes=CAP), data)

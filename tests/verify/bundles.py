@@ -13,7 +13,10 @@ the records package (prompt texts, digests, serializations). Candidate ``c`` of 
    (``ACTION_SCHEMA_VALIDATION_FAILED`` harness error, reference §17);
 4. ``protocol_error`` by budget: two recoverable errors with ``max_recoverable_errors = 1``.
 
-``pad`` adds that many characters of text to every observation (bundle size knob).
+``pad`` adds that many characters of text to every observation and ``reasoning`` that many
+to the model's reasoning before every action's ``</think>`` (the two bundle size knobs: the
+first grows the replay and, for the JSON-rendered environment, the corpus; the second only
+the corpus, as a thinking model's text does).
 """
 
 from __future__ import annotations
@@ -130,10 +133,13 @@ def _episode(script: int, seed: int, pad: str, text: bool) -> list[tuple[dict[st
     ]
 
 
-def build_bundle(directory: Path, *, groups: int = 5, group_size: int = 2, pad: int = 0) -> Bundle:
+def build_bundle(
+    directory: Path, *, groups: int = 5, group_size: int = 2, pad: int = 0, reasoning: int = 0
+) -> Bundle:
     """Write a consistent bundle of ``groups * group_size`` scripted episodes."""
     directory.mkdir(parents=True, exist_ok=True)
     filler = "x" * pad
+    thought = "r" + "y" * reasoning
     inspections = [_inspection(i) for i in range(len(TEMPLATES))]
     insp_records = [EnvironmentInspection.from_json(i) for i in inspections]
     seed_start = 100
@@ -160,7 +166,7 @@ def build_bundle(directory: Path, *, groups: int = 5, group_size: int = 2, pad: 
                 recoverable = 0
                 for step, (action, result) in enumerate(pairs):
                     text = action_content(
-                        dumps_compact(action).decode(), thinking=True, reasoning="r"
+                        dumps_compact(action).decode(), thinking=True, reasoning=thought
                     )
                     segments.append(TurnSegment.action(text))
                     if result["kind"] == "observation":
