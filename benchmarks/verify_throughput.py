@@ -21,6 +21,8 @@ For each bundle:
 * reports both wall time (``ratio``) and CPU time (``cpu_ratio``: user + system of
   ``sha256sum``, ``process_time`` of the verifying child), the latter being what a
   loaded machine distorts least;
+* times the CLI, ``kiln-verify openenv verify --summary ...``, as a whole subprocess
+  (``cli_ratio``: start-up and imports included, as a user meets it);
 * measures the verifying child's peak RSS with ``getrusage(RUSAGE_CHILDREN).ru_maxrss``
   in a fresh wrapper process per measurement (it must not grow from the small to the
   large bundle).
@@ -159,6 +161,27 @@ def time_verify(bundle: Bundle, rounds: int) -> tuple[float, float]:
     return best, best_cpu
 
 
+def time_cli(bundle: Bundle, rounds: int) -> float:
+    """Best wall time of ``kiln-verify openenv verify`` as a user runs it: a subprocess
+    like ``sha256sum``, so interpreter start-up and imports count."""
+    script = Path(sys.executable).with_name("kiln-verify")
+    found = str(script) if script.exists() else shutil.which("kiln-verify")
+    if found is None:
+        raise SystemExit("the kiln-verify console script is not installed (pip install -e .)")
+    command = [found, "openenv", "verify"]
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        subprocess.run(
+            [*command, "--summary", str(bundle.summary)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd=REPO_ROOT,
+        )
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def peak_rss_kib(bundle: Bundle) -> int:
     out = subprocess.run(
         [sys.executable, "-c", _WRAPPER, _CHILD, str(bundle.summary)],
@@ -177,6 +200,7 @@ def measure(bundle: Bundle, rounds: int) -> dict[str, Any]:
     }
     sha, sha_cpu = time_sha256sum(bundle, rounds)
     verify, verify_cpu = time_verify(bundle, rounds)
+    cli = time_cli(bundle, rounds)
     return {
         "bytes": sizes,
         "total_mib": round(sum(sizes.values()) / 2**20, 2),
@@ -186,6 +210,8 @@ def measure(bundle: Bundle, rounds: int) -> dict[str, Any]:
         "sha256sum_cpu_s": round(sha_cpu, 4),
         "verify_cpu_s": round(verify_cpu, 4),
         "cpu_ratio": round(verify_cpu / sha_cpu, 2) if sha_cpu > 0 else None,
+        "cli_s": round(cli, 4),
+        "cli_ratio": round(cli / sha, 2),
         "peak_rss_mib": round(peak_rss_kib(bundle) / 1024, 1),
     }
 
