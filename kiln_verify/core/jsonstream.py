@@ -50,6 +50,11 @@ _SCALAR = re.compile(rb"[-+.0-9A-Za-z]*+")
 _OPENERS = b"[{"
 _CLOSER = {0x5B: b"]", 0x7B: b"}"}
 _BOM = b"\xef\xbb\xbf"
+_RUN_BYTES = 64 * 1024
+"""The longest run of array elements parsed as one (:meth:`_Reader.canonical_run`): long
+enough that a run of summary records costs one ``orjson`` round trip instead of a hundred,
+short enough that the parsed run (several times its bytes as Python objects) stays small
+beside the read buffer."""
 
 
 class Member(NamedTuple):
@@ -71,6 +76,7 @@ class _Reader:
         self.eof = False
         self._guess = 4096
         self._span = 4096
+        self._runs = True  # until a run fails: then the document is not in our layout
 
     def fill(self) -> bool:
         """Append one chunk (dropping consumed bytes first); ``False`` at end of input."""
@@ -195,6 +201,40 @@ class _Reader:
             self.pos = end
         return value
 
+    def canonical_run(self, start: int, base_depth: int) -> list[Any] | None:
+        """Consecutive object elements of an array from ``start``, parsed as one, or ``None``.
+
+        In our pretty spelling an object element at ``base_depth`` ends at a LF, ``2 *
+        base_depth`` spaces and ``}`` (deeper lines are indented more; strings hold no raw
+        LF), and the elements are joined by ``,`` plus a LF and the same indent. The run is
+        every element from ``start`` to the last such end within :data:`_RUN_BYTES` of the
+        buffer; it counts only if ``[`` + LF + indent + the run + LF + ``]`` (indented one
+        level less) is exactly the pretty spelling of the array ``orjson`` reads from it.
+        Then each element's bytes are its own pretty spelling too, which the one-element
+        tier (:meth:`canonical_value`) would have accepted with the same value, so values,
+        errors and their order are unchanged; only the per-element work is shared. Never
+        reads input. After one run fails its check the document is not in our layout and
+        no further run is tried, so a hostile layout costs at most one wasted run.
+        """
+        buf = self.buf
+        if not self._runs or buf[start] != 0x7B or buf[start + 1 : start + 2] != b"\n":
+            return None
+        indent = b" " * (2 * base_depth)
+        closing = b"\n" + indent + b"}"
+        end = buf.rfind(closing, start + 1, start + _RUN_BYTES)
+        if end < 0:
+            return None
+        end += len(closing)
+        text = b"[\n" + indent + bytes(buf[start:end]) + b"\n" + indent[2:] + b"]"
+        values = canonical_value(text, MAX_JSON_DEPTH - base_depth + 1, 2 * base_depth - 2)
+        if values is MISS or not values:
+            self._runs = False
+            return None
+        self.pos = end
+        self._span = 2 * (end - start) // len(values) + 64
+        result: list[Any] = values
+        return result
+
     def fast_value(self, start: int, base_depth: int) -> Any:
         """An array or object complete in the buffer, parsed by the C scanner, or ``MISS``.
 
@@ -307,7 +347,12 @@ def _elements(reader: _Reader, array_key: str) -> Iterator[Member]:
         byte = reader.skip_ws()
         if byte is None:
             raise JsonSyntax("unexpected end of document in an array")
-        yield Member(array_key, reader.value(2), True)
+        run = reader.canonical_run(reader.pos, 2)
+        if run is None:
+            yield Member(array_key, reader.value(2), True)
+        else:
+            for value in run:
+                yield Member(array_key, value, True)
         reader.compact()
         byte = reader.skip_ws()
         if byte == 0x2C:

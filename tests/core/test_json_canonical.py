@@ -13,12 +13,13 @@ answer with it in place.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiln_verify.core import jsonstream
@@ -226,6 +227,20 @@ def test_the_tier_keeps_float_and_integer_apart() -> None:
     assert typed(loads_strict(data, max_bytes=CAP)) == typed(expected)
 
 
+@contextlib.contextmanager
+def _strict_route() -> Iterator[None]:
+    """The streaming reader with every fast tier off: the strict scan and parser only."""
+    reader = jsonstream._Reader
+    originals = (reader.canonical_value, reader.fast_value, reader.canonical_run)
+    reader.canonical_value = lambda *args: MISS  # type: ignore[method-assign]
+    reader.fast_value = lambda *args: MISS  # type: ignore[method-assign]
+    reader.canonical_run = lambda *args: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        reader.canonical_value, reader.fast_value, reader.canonical_run = originals  # type: ignore[method-assign]
+
+
 @SETTINGS
 @given(
     st.lists(_values, max_size=5),
@@ -240,15 +255,10 @@ def test_streaming_canonical_tier_agrees_with_the_strict_scan(
         pretty = dumps_pretty(document)
     except KilnError:
         return
-    originals = (jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value)
     for variant in [pretty, *_swaps(pretty, seed), *mutants(pretty, seed)]:
         fast = stream_outcome(variant, chunk)
-        jsonstream._Reader.canonical_value = lambda *args: MISS  # type: ignore[method-assign]
-        jsonstream._Reader.fast_value = lambda *args: MISS  # type: ignore[method-assign]
-        try:
+        with _strict_route():
             strict = stream_outcome(variant, chunk)
-        finally:
-            jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value = originals  # type: ignore[method-assign]
         assert fast == strict, variant
 
 
@@ -270,6 +280,100 @@ def test_streaming_search_stays_linear_on_other_layouts(monkeypatch: pytest.Monk
     assert sum(seen) <= 2 * len(document)
 
 
+_objects = st.dictionaries(st.text(max_size=4), _values, min_size=1, max_size=3)
+
+
+@settings(SETTINGS, max_examples=60)
+@given(
+    st.lists(_objects, min_size=1, max_size=6),
+    st.sampled_from([7, 4096]),
+    st.integers(min_value=0, max_value=1000),
+)
+def test_runs_of_elements_agree_with_the_strict_scan(
+    items: list[Any], chunk: int, seed: int
+) -> None:
+    """Object elements, what a run of the canonical tier takes as one: our own spelling,
+    respellings and mutants give the strict scan's outcome (code included)."""
+    try:
+        pretty = dumps_pretty({"head": 1, "items": items, "tail": {"t": [2]}})
+    except KilnError:
+        return
+    for variant in [pretty, *_swaps(pretty, seed), *mutants(pretty, seed)]:
+        fast = stream_outcome(variant, chunk)
+        with _strict_route():
+            strict = stream_outcome(variant, chunk)
+        assert fast == strict, variant
+
+
+def _runs_taken(document: bytes, chunk: int = 1 << 20) -> tuple[list[Any], list[int]]:
+    sizes: list[int] = []
+    original = jsonstream._Reader.canonical_run
+
+    def counting(self: Any, start: int, base_depth: int) -> list[Any] | None:
+        run = original(self, start, base_depth)
+        if run is not None:
+            sizes.append(len(run))
+        return run
+
+    jsonstream._Reader.canonical_run = counting  # type: ignore[method-assign]
+    try:
+        members = iter_members(io.BytesIO(document).read, "items", max_bytes=CAP, chunk_size=chunk)
+        values = [typed(m.value) for m in members if m.element]
+    finally:
+        jsonstream._Reader.canonical_run = original  # type: ignore[method-assign]
+    return values, sizes
+
+
+def test_our_own_records_are_parsed_in_runs() -> None:
+    """The speed-up is real: 300 summary-like records in our spelling take a few runs,
+    each bounded by the run size, and give the same values as the strict scan."""
+    items = [{"group_index": i, "episode_return": i / 7, "termination": "done"} for i in range(300)]
+    document = dumps_pretty({"schema": "s", "items": items, "stats": {"n": 300}})
+    values, sizes = _runs_taken(document)
+    assert values == [typed(item) for item in items]
+    assert sum(sizes) == 300
+    assert 1 <= len(sizes) <= 3  # 300 records of ~100 bytes: one or two runs of 64 KiB
+    with _strict_route():
+        strict = stream_outcome(document, 1 << 20)
+    assert strict == stream_outcome(document, 1 << 20)
+
+
+def test_a_run_that_reaches_past_the_array_is_refused_and_not_retried() -> None:
+    """A closing line at element indent only after the array (another layout): the one
+    run tried fails its check, the elements take the one-element route, same values."""
+    document = b'{"items":[{\n"a":1},{\n"a":2}],"z":{\n  "q": 1\n    }\n}'
+    values, sizes = _runs_taken(document)
+    assert values == [typed({"a": 1}), typed({"a": 2})]
+    assert sizes == []
+
+
+_RECORDS = [{"group_index": i, "episode_return": i / 7, "termination": "done"} for i in range(100)]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "code"),
+    [
+        (b'"termination"', b'"termination": "done",\n      "termination"', "json_duplicate_key"),
+        (b'"episode_return": 7.142857142857143', b'"episode_return": NaN', "json_non_finite"),
+        (b'"group_index": 50', b'"group_index": 5' + b"0" * 300, "json_number_too_long"),
+        (b'"termination": "done"', b'"termination": "\\ud800"', "json_lone_surrogate"),
+    ],
+)
+def test_a_bad_element_inside_a_run_keeps_its_strict_error(
+    old: bytes, new: bytes, code: str
+) -> None:
+    """Element 50 of 100 spoiled: the run that would cover it is refused and the error is
+    the strict scan's, with elements before it yielded as before."""
+    document = dumps_pretty({"items": _RECORDS})
+    at = document.index(b'"group_index": 50,')
+    spoiled = document[:at] + document[at:].replace(old, new, 1)
+    assert spoiled != document
+    fast = stream_outcome(spoiled, 1 << 20)
+    with _strict_route():
+        strict = stream_outcome(spoiled, 1 << 20)
+    assert fast == strict == ("error", code)
+
+
 def _outcome_capped(data: bytes, chunk: int, cap: int) -> Any:
     try:
         members = iter_members(io.BytesIO(data).read, "items", max_bytes=cap, chunk_size=chunk)
@@ -279,13 +383,8 @@ def _outcome_capped(data: bytes, chunk: int, cap: int) -> Any:
 
 
 def _strict_outcome_capped(data: bytes, chunk: int, cap: int) -> Any:
-    originals = (jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value)
-    jsonstream._Reader.canonical_value = lambda *args: MISS  # type: ignore[method-assign]
-    jsonstream._Reader.fast_value = lambda *args: MISS  # type: ignore[method-assign]
-    try:
+    with _strict_route():
         return _outcome_capped(data, chunk, cap)
-    finally:
-        jsonstream._Reader.canonical_value, jsonstream._Reader.fast_value = originals  # type: ignore[method-assign]
 
 
 def _pretty_items(count: int) -> bytes:
