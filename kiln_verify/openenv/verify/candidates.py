@@ -15,6 +15,7 @@ collector writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +53,6 @@ from kiln_verify.openenv.records.rollout import (
     ScoredRollout,
     TurnSegment,
 )
-from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.verify.replay_checks import where
 
 __all__ = ["CandidateContext", "check_candidate", "final_error_code", "parse_action_text"]
@@ -278,42 +278,61 @@ def _check_trajectory(
             raise _segment_fail(ctx, index, step, "invalid-action tail is not a harness error")
 
 
-def _check_record(record: RolloutRecord, candidate: ReplayCandidate, ctx: CandidateContext) -> None:
+def _float_bits_equal(found: Any, wanted: float) -> bool:
+    return type(found) is float and bits_equal(found, wanted)
+
+
+def _record_pairs(
+    get: Callable[[str], Any], candidate: ReplayCandidate, ctx: CandidateContext
+) -> tuple[tuple[str, Any, Any], ...]:
+    """(field, summary value, replay value) in field order: the first unequal one is named."""
     identity = ctx.inspection.identity
-    if (  # the usual case: all equal, no list built (same comparisons as the loop below)
-        record.group_index == ctx.group
-        and record.candidate_index == candidate.candidate_index
-        and record.environment_name == identity.metadata.name
-        and record.environment_url == identity.base_url
-        and record.seed == ctx.seed
-        and record.steps == len(candidate.exchanges)
-        and record.termination == candidate.termination
-        and record.terminal_done == candidate.terminal_done
-        and record.protocol_error_code == final_error_code(candidate)
-        and record.recoverable_protocol_errors == candidate.recoverable_protocol_errors
-        and record.capacity_retries == candidate.capacity_retries
-        and record.model_tokens == candidate.model_tokens
+    return (
+        ("group_index", get("group_index"), ctx.group),
+        ("candidate_index", get("candidate_index"), candidate.candidate_index),
+        ("environment_name", get("environment_name"), identity.metadata.name),
+        ("environment_url", get("environment_url"), identity.base_url),
+        ("seed", get("seed"), ctx.seed),
+        ("steps", get("steps"), len(candidate.exchanges)),
+        ("termination", get("termination"), candidate.termination),
+        ("terminal_done", get("terminal_done"), candidate.terminal_done),
+        ("protocol_error_code", get("protocol_error_code"), final_error_code(candidate)),
+        (
+            "recoverable_protocol_errors",
+            get("recoverable_protocol_errors"),
+            candidate.recoverable_protocol_errors,
+        ),
+        ("capacity_retries", get("capacity_retries"), candidate.capacity_retries),
+        ("model_tokens", get("model_tokens"), candidate.model_tokens),
+    )
+
+
+def _check_record(
+    record: dict[str, Any], candidate: ReplayCandidate, ctx: CandidateContext
+) -> None:
+    """``record``: a summary record as parsed in pass 2, i.e. the JSON object pass 1
+    validated as a ``RolloutRecord`` (:mod:`kiln_verify.openenv.verify.summary_pass`):
+    same values and types. Absent optional keys read as ``None``, the model's default;
+    any other value, should the file have changed, compares unequal and never raises."""
+    identity = ctx.inspection.identity
+    get = record.get
+    if (  # the usual case: all equal, no tuple built (same comparisons as the loop below)
+        get("group_index") == ctx.group
+        and get("candidate_index") == candidate.candidate_index
+        and get("environment_name") == identity.metadata.name
+        and get("environment_url") == identity.base_url
+        and get("seed") == ctx.seed
+        and get("steps") == len(candidate.exchanges)
+        and get("termination") == candidate.termination
+        and get("terminal_done") == candidate.terminal_done
+        and get("protocol_error_code") == final_error_code(candidate)
+        and get("recoverable_protocol_errors") == candidate.recoverable_protocol_errors
+        and get("capacity_retries") == candidate.capacity_retries
+        and get("model_tokens") == candidate.model_tokens
     ):
-        pairs: list[tuple[str, Any, Any]] = []
+        pairs: tuple[tuple[str, Any, Any], ...] = ()
     else:
-        pairs = [
-            ("group_index", record.group_index, ctx.group),
-            ("candidate_index", record.candidate_index, candidate.candidate_index),
-            ("environment_name", record.environment_name, identity.metadata.name),
-            ("environment_url", record.environment_url, identity.base_url),
-            ("seed", record.seed, ctx.seed),
-            ("steps", record.steps, len(candidate.exchanges)),
-            ("termination", record.termination, candidate.termination),
-            ("terminal_done", record.terminal_done, candidate.terminal_done),
-            ("protocol_error_code", record.protocol_error_code, final_error_code(candidate)),
-            (
-                "recoverable_protocol_errors",
-                record.recoverable_protocol_errors,
-                candidate.recoverable_protocol_errors,
-            ),
-            ("capacity_retries", record.capacity_retries, candidate.capacity_retries),
-            ("model_tokens", record.model_tokens, candidate.model_tokens),
-        ]
+        pairs = _record_pairs(get, candidate, ctx)
     for name, found, wanted in pairs:
         if found != wanted:
             raise BundleRecordMismatch(
@@ -321,13 +340,13 @@ def _check_record(record: RolloutRecord, candidate: ReplayCandidate, ctx: Candid
                 path=ctx.summary_shown,
                 location=where(ctx.group, candidate.candidate_index),
             )
-    if not bits_equal(record.episode_return, candidate.episode_return):
+    if not _float_bits_equal(get("episode_return"), candidate.episode_return):
         raise BundleReturnMismatch(
             "rollouts[].episode_return differs bit-wise from the replay (§6.9)",
             path=ctx.summary_shown,
             location=where(ctx.group, candidate.candidate_index),
         )
-    if not bits_equal(record.model_latency_ms, candidate.model_latency_ms):
+    if not _float_bits_equal(get("model_latency_ms"), candidate.model_latency_ms):
         raise BundleRecordMismatch(
             "rollouts[].model_latency_ms differs bit-wise from the replay (§6.9)",
             path=ctx.summary_shown,
@@ -338,10 +357,10 @@ def _check_record(record: RolloutRecord, candidate: ReplayCandidate, ctx: Candid
 def check_candidate(
     completion: ScoredRollout,
     candidate: ReplayCandidate,
-    record: RolloutRecord,
+    record: dict[str, Any],
     ctx: CandidateContext,
 ) -> None:
-    """All of §6.9 for one candidate."""
+    """All of §6.9 for one candidate (``record`` as :func:`_check_record` takes it)."""
     _check_provenance(completion, candidate, ctx)
     _check_trajectory(completion, candidate, ctx)
     _check_record(record, candidate, ctx)

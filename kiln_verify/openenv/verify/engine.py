@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 from kiln_verify.core.paths import open_regular
@@ -37,7 +36,6 @@ from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
 from kiln_verify.openenv.records.serialize import action_schema_sha256, reset_sha256
-from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.verify.candidates import CandidateContext, check_candidate
 from kiln_verify.openenv.verify.cross import (
     ResetPlan,
@@ -50,6 +48,7 @@ from kiln_verify.openenv.verify.files import HashingReader, resolve_bundle_path
 from kiln_verify.openenv.verify.replay_checks import check_group, where
 from kiln_verify.openenv.verify.stats import check_stats
 from kiln_verify.openenv.verify.streams import ReplayStream, SummaryScan, scan_summary
+from kiln_verify.openenv.verify.summary_pass import SummaryRecords
 
 __all__ = ["verify_bundle"]
 
@@ -89,6 +88,11 @@ class _Lockstep:
             if plan is not None
             else None
         )
+        self.records: SummaryRecords | None = None
+
+    def close(self) -> None:
+        if self.records is not None:
+            self.records.close()
 
     def replay_group(self, group: ReplayGroup) -> None:
         summary, manifest, shown = self.summary, self.manifest, self.replay.shown
@@ -112,7 +116,7 @@ class _Lockstep:
     def run(self, first: ReplayGroup, reader: HashingReader) -> None:
         """From the first group (its replay checks already done) to the end of all files."""
         lines = iter_rollout_lines(reader, self.dataset_shown)  # type: ignore[arg-type]
-        records = self.scan.records()
+        records = self.records = self.scan.records()
         group: ReplayGroup | None = first
         corpus_done = False
         while group is not None:
@@ -144,7 +148,7 @@ class _Lockstep:
                     line=extra.number,
                     location=where(self.groups),
                 )
-        for _ in records:  # pass 2 to the end: the summary did not change meanwhile
+        for _ in records:  # pass 2 to the end: its digest proves the summary did not change
             pass
 
     def _system_prompt(self, index: int) -> str:
@@ -154,7 +158,7 @@ class _Lockstep:
         return text
 
     def corpus_line(
-        self, number: int, line: AgenticGroup, group: ReplayGroup, records: Iterator[RolloutRecord]
+        self, number: int, line: AgenticGroup, group: ReplayGroup, records: SummaryRecords
     ) -> None:
         g = number - 1
         inspection = self.manifest.environments[group.environment_index]
@@ -262,9 +266,12 @@ def verify_bundle(
             lockstep.in_replay = False
             corpus = _open_corpus(dataset_file, summary.dataset_bytes, dataset_shown, stack)
             lockstep.in_replay = True
+            stack.callback(lockstep.close)
             lockstep.run(first, corpus)
         except KilnError as failure:
             preferred = replay.drain_digest_failure()
+            if preferred is None and lockstep is not None and lockstep.records is not None:
+                preferred = lockstep.records.changed()  # pass 2 read other bytes than pass 1
             if preferred is not None:
                 raise preferred from failure
             if lockstep is None or lockstep.in_replay or corpus is None:

@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -22,7 +24,7 @@ from kiln_verify.core.paths import open_regular
 from kiln_verify.errors import FileAccessError, LimitExceeded
 from kiln_verify.limits import HASH_CHUNK_BYTES
 
-__all__ = ["HashingReader", "read_bounded", "resolve_bundle_path"]
+__all__ = ["HashingReader", "open_hashed", "read_bounded", "resolve_bundle_path"]
 
 
 def resolve_bundle_path(
@@ -111,3 +113,16 @@ class HashingReader:
     @property
     def sha256(self) -> Sha256Digest:
         return Sha256Digest(self._hash.hexdigest())
+
+
+@contextlib.contextmanager
+def open_hashed(path: Path, *, max_bytes: int, limit: str) -> Iterator[tuple[HashingReader, int]]:
+    """A regular file (no symlink) within ``max_bytes`` by its metadata, unbuffered, as a
+    :class:`HashingReader` that enforces the cap again while reading; and its size."""
+    shown = os.fspath(path)
+    with open_regular(path) as fd:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise LimitExceeded("file", limit=limit, bound=max_bytes, observed=size, path=shown)
+        with open(fd, "rb", buffering=0, closefd=False) as stream:
+            yield HashingReader(stream, max_bytes=max_bytes, limit=limit, shown=shown), size

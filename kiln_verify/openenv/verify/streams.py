@@ -8,8 +8,8 @@ yields one element at a time, so memory does not grow with the bundle.
   validated (same errors and precedence as parsing it whole: JSON errors anywhere, then the
   version, then the record in field order, then the §2.6 version rules), the rollout
   records are counted and their statistics accumulated, and the bytes are hashed.
-  :meth:`SummaryScan.records` is pass 2: the records again, validated again, in order; the
-  bytes must hash as in pass 1 (the file did not change in between).
+  :meth:`SummaryScan.records` is pass 2 (:mod:`kiln_verify.openenv.verify.summary_pass`):
+  the records again, in order; the bytes must hash as in pass 1.
 * :class:`ReplayStream` reads the replay once: the header (validated with the first group
   as a :class:`ReplayManifest`), then one validated :class:`ReplayGroup` at a time, hashing
   the exact bytes for the §6.3 digest.
@@ -24,12 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from kiln_verify.core.jsonstream import Member, iter_members
-from kiln_verify.core.paths import open_regular
 from kiln_verify.errors import (
     BundleReplayDigestMismatch,
-    FileAccessError,
     KilnError,
-    LimitExceeded,
     RecordInvalid,
     RecordSchemaUnsupported,
     SummaryVersionUnsupported,
@@ -49,8 +46,9 @@ from kiln_verify.openenv.records.summary import (
     RolloutSummary,
     check_version_rules,
 )
-from kiln_verify.openenv.verify.files import HashingReader
+from kiln_verify.openenv.verify.files import open_hashed
 from kiln_verify.openenv.verify.stats import StatsAccumulator
+from kiln_verify.openenv.verify.summary_pass import SummaryRecords
 
 __all__ = ["ReplayStream", "SummaryScan", "scan_summary"]
 
@@ -63,17 +61,6 @@ _REPLAY_HEADER = (
     "environments",
 )
 """The replay members needed before its groups can be checked."""
-
-
-@contextlib.contextmanager
-def _open_hashed(path: Path, *, max_bytes: int, limit: str) -> Iterator[tuple[HashingReader, int]]:
-    shown = os.fspath(path)
-    with open_regular(path) as fd:
-        size = os.fstat(fd).st_size
-        if size > max_bytes:
-            raise LimitExceeded("file", limit=limit, bound=max_bytes, observed=size, path=shown)
-        with open(fd, "rb", buffering=0, closefd=False) as stream:
-            yield HashingReader(stream, max_bytes=max_bytes, limit=limit, shown=shown), size
 
 
 def _too_long(document: str, key: str, bound: int, source: str) -> RecordInvalid:
@@ -96,26 +83,9 @@ class SummaryScan:
         self.stats = stats
         self._sha = sha
 
-    def records(self) -> Iterator[RolloutRecord]:
-        """Pass 2: the rollout records again, in order; the file must not have changed."""
-        shown = os.fspath(self.path)
-        with _open_hashed(
-            self.path, max_bytes=MAX_OPENENV_SUMMARY_BYTES, limit="MAX_OPENENV_SUMMARY_BYTES"
-        ) as (reader, _):
-            index = 0
-            for member in iter_members(
-                reader.read, "rollouts", max_bytes=MAX_OPENENV_SUMMARY_BYTES, source=shown
-            ):
-                if member.element:
-                    yield validate_record(
-                        RolloutRecord,
-                        member.value,
-                        source=shown,
-                        within=("RolloutSummary", ("rollouts", index)),
-                    )
-                    index += 1
-            if str(reader.sha256) != self._sha:
-                raise FileAccessError("the summary changed while it was being read", path=shown)
+    def records(self) -> SummaryRecords:
+        """Pass 2: the rollout records again, in order (see :class:`SummaryRecords`)."""
+        return SummaryRecords(self.path, self._sha)
 
 
 def scan_summary(path: Path) -> SummaryScan:
@@ -127,7 +97,7 @@ def scan_summary(path: Path) -> SummaryScan:
     first: Any = None
     failure: tuple[Any, int] | None = None
     stats = StatsAccumulator()
-    with _open_hashed(
+    with open_hashed(
         path, max_bytes=MAX_OPENENV_SUMMARY_BYTES, limit="MAX_OPENENV_SUMMARY_BYTES"
     ) as (reader, _):
         for member in iter_members(
@@ -180,7 +150,7 @@ class ReplayStream:
         self.shown = os.fspath(path)
         self._stack = contextlib.ExitStack()
         self._reader, self.size = self._stack.enter_context(
-            _open_hashed(path, max_bytes=MAX_OPENENV_REPLAY_BYTES, limit="MAX_OPENENV_REPLAY_BYTES")
+            open_hashed(path, max_bytes=MAX_OPENENV_REPLAY_BYTES, limit="MAX_OPENENV_REPLAY_BYTES")
         )
         self._members: Iterator[Member] | None = None
         self._expected_bytes = expected_bytes
@@ -240,7 +210,7 @@ class ReplayStream:
 
     def _late_header(self, seen: dict[str, Any]) -> dict[str, Any]:
         values = dict(seen)
-        with _open_hashed(
+        with open_hashed(
             self.path, max_bytes=MAX_OPENENV_REPLAY_BYTES, limit="MAX_OPENENV_REPLAY_BYTES"
         ) as (reader, _):
             for member in iter_members(
