@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kiln_verify.core.jsonfast import MISS, canonical_value
 from kiln_verify.core.jsonio import dumps_compact, loads_object
 from kiln_verify.errors import (
     KilnError,
@@ -27,6 +28,7 @@ from kiln_verify.errors import (
 )
 from kiln_verify.limits import (
     MAX_CLIENT_FRAME_BYTES,
+    MAX_JSON_DEPTH,
     MAX_PROTOCOL_MESSAGE_CHARS,
     MAX_SERVER_FRAME_BYTES,
 )
@@ -92,6 +94,12 @@ class Reward:
     @classmethod
     def from_json(cls, value: object) -> Reward:
         """Classify a parsed JSON value; strings, containers and non-finite numbers fail."""
+        if cls is Reward:
+            kind = type(value)
+            if kind is int or kind is bool or value is None:
+                known = _COMMON_REWARDS.get((kind, value))
+                if known is not None:
+                    return known
         if value is None:
             return cls("null", None)
         if isinstance(value, bool):
@@ -118,6 +126,16 @@ class Reward:
 
     def to_json(self) -> bool | int | float | None:
         return self.value
+
+
+# null, the booleans and small integers, built once: a Reward is immutable, so one shared
+# instance is the same value as a fresh one (the tag is part of the key: 1 is not true).
+_COMMON_REWARDS: dict[tuple[type, object], Reward] = {
+    (type(None), None): Reward("null", None),
+    (bool, False): Reward("bool", False),
+    (bool, True): Reward("bool", True),
+    **{(int, number): Reward("integer", number) for number in range(-16, 257)},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,20 +240,61 @@ def decode_server_frame(text: str | bytes) -> ServerFrame:
     Raises only :class:`~kiln_verify.errors.ProtocolViolation`: oversized, non-JSON,
     non-object, unknown ``type``, unknown error code, or a malformed ``data``.
     """
+    frame = _canonical_frame(text)
+    if frame is None:
+        frame = _strict_frame(text)
+    return _classify(frame)
+
+
+_SPACED = b'{"type": '
+
+
+def _canonical_frame(text: str | bytes) -> dict[str, Any] | None:
+    """The frame's object when its bytes are exactly ``orjson``'s spelling of it, else None.
+
+    :func:`~kiln_verify.core.jsonfast.canonical_value` proves that value equal to the
+    strict parser's (``loads`` tries it first for ``bytes``; frames arrive as ``str``).
+    A ``str`` that encodes to at most ``MAX_SERVER_FRAME_BYTES`` bytes passes every check
+    ``loads`` makes before parsing (the length, no lone surrogate since it encodes, no
+    byte order mark since ``orjson`` refuses one), so the strict route is only needed for
+    everything else, and it alone decides errors. ``bytes`` go straight to ``loads``,
+    which tries the same tier first. Python's default spelling (``{"type": ...``, as
+    openenv's servers write) can never match and skips the attempt.
+    """
+    if type(text) is not str:
+        return None
     try:
-        frame = loads_object(text, max_bytes=MAX_SERVER_FRAME_BYTES)
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if len(raw) > MAX_SERVER_FRAME_BYTES or raw.startswith(_SPACED):
+        return None
+    value = canonical_value(raw, MAX_JSON_DEPTH)
+    if value is MISS or type(value) is not dict:
+        return None
+    result: dict[str, Any] = value
+    return result
+
+
+def _strict_frame(text: str | bytes) -> dict[str, Any]:
+    try:
+        return loads_object(text, max_bytes=MAX_SERVER_FRAME_BYTES)
     except LimitExceeded as exc:
         raise ProtocolViolation(
             f"server frame exceeds MAX_SERVER_FRAME_BYTES = {MAX_SERVER_FRAME_BYTES}"
         ) from exc
     except KilnError as exc:
         raise ProtocolViolation(f"server frame is not a strict JSON object ({exc.code})") from exc
+
+
+def _classify(frame: dict[str, Any]) -> ServerFrame:
     kind = frame.get("type")
-    if set(frame) - {"type", "data"}:
-        extra = sorted(set(frame) - {"type", "data"})
-        raise ProtocolViolation(f"server frame has unknown top-level keys {snippet(extra)}")
-    if "data" not in frame:
-        raise ProtocolViolation(f"server frame of type {snippet(kind)} has no data")
+    if not (len(frame) == 2 and "data" in frame and "type" in frame):  # else: which rule
+        if set(frame) - {"type", "data"}:
+            extra = sorted(set(frame) - {"type", "data"})
+            raise ProtocolViolation(f"server frame has unknown top-level keys {snippet(extra)}")
+        if "data" not in frame:
+            raise ProtocolViolation(f"server frame of type {snippet(kind)} has no data")
     data = frame["data"]
     if kind == "observation":
         return _observation(data)
@@ -308,10 +367,10 @@ def _error(data: object) -> ProtocolError:
     )
 
 
-_EXPECTED: dict[RequestKind, type[Observation] | type[StateResult]] = {
-    RequestKind.RESET: Observation,
-    RequestKind.STEP: Observation,
-    RequestKind.STATE: StateResult,
+_EXPECTED: dict[RequestKind, tuple[type[ServerFrame], ...]] = {
+    RequestKind.RESET: (ProtocolError, Observation),
+    RequestKind.STEP: (ProtocolError, Observation),
+    RequestKind.STATE: (ProtocolError, StateResult),
 }
 
 
@@ -322,7 +381,7 @@ def check_response(request: RequestKind, frame: ServerFrame) -> ServerFrame:
     which poisons the session: without request ids, a reply of the wrong type means the
     client and server no longer agree on which answer belongs to which request.
     """
-    if isinstance(frame, ProtocolError | _EXPECTED[request]):
+    if isinstance(frame, _EXPECTED[request]):
         return frame
     got = "observation" if isinstance(frame, Observation) else "state"
     raise UnexpectedResponse(f"{request.value} was answered with a {got} frame")

@@ -438,3 +438,89 @@ def test_bearer_required(start: Start, monkeypatch: pytest.MonkeyPatch) -> None:
                 assert (await session.reset()).observation["total"] == 0
 
     run(scenario())
+
+
+# --- the request timeout (one timer per session, asyncio.timeout semantics) -----------------
+
+
+def test_request_timeout_spans_each_exchange_not_the_session(start: Start) -> None:
+    """The timer armed by an earlier exchange re-arms at the current exchange's deadline
+    when it fires early, and one firing between exchanges does nothing."""
+    handle = start("counter", faults=["delay-step=0.5"])
+
+    async def scenario() -> None:
+        async with OpenEnvClient(handle.base_url, request_timeout=1.0) as client:
+            session = await client.open_session()
+            await session.reset()  # arms the timer about 1.0 s from now
+            await asyncio.sleep(0.6)
+            # in flight when the reset's deadline passes; its own ends 0.5 s after it
+            assert (await session.step({"amount": 1})).observation["total"] == 1
+            await asyncio.sleep(1.2)  # the re-armed timer fires with nothing in flight
+            assert session.usable
+            await session.state()
+            await session.close()
+
+    run(scenario())
+
+
+def test_cancelling_an_exchange_is_not_a_timeout(start: Start) -> None:
+    """A cancellation from outside stays a cancellation (the task's own request), and the
+    session is poisoned because a reply may still come."""
+    handle = start("counter", faults=["delay-step=0.6"])
+
+    async def scenario() -> None:
+        async with OpenEnvClient(handle.base_url, request_timeout=5.0) as client:
+            session = await client.open_session()
+            await session.reset()
+            step = asyncio.ensure_future(session.step({"amount": 1}))
+            await asyncio.sleep(0.1)
+            step.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await step
+            assert session.poisoned
+            with pytest.raises(SessionPoisoned, match="cancelled while in flight"):
+                await session.state()
+            await session.close()
+
+    run(scenario())
+
+
+def test_a_timeout_inside_a_caller_timeout_belongs_to_the_session(start: Start) -> None:
+    """Nested deadlines behave as with ``asyncio.timeout``: the session's (shorter) one
+    fires first and is reported as the environment's timeout; the caller's own longer
+    deadline is untouched."""
+    handle = start("counter", faults=["delay-step=0.6"])
+
+    async def scenario() -> None:
+        async with OpenEnvClient(handle.base_url, request_timeout=0.2) as client:
+            session = await client.open_session()
+            await session.reset()
+            async with asyncio.timeout(5.0):
+                with pytest.raises(EnvironmentTimeout):
+                    await session.step({"amount": 1})
+            await session.close()
+        async with OpenEnvClient(handle.base_url, request_timeout=5.0) as client:
+            session = await client.open_session()
+            await session.reset()
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await session.step({"amount": 1})
+            assert session.poisoned  # cancelled in flight by the caller's deadline
+            await session.close()
+
+    run(scenario())
+
+
+def test_a_lowered_request_timeout_applies_to_the_next_exchange(start: Start) -> None:
+    handle = start("counter", faults=["delay-step=0.6"])
+
+    async def scenario() -> None:
+        async with OpenEnvClient(handle.base_url, request_timeout=30.0) as client:
+            session = await client.open_session()
+            await session.reset()  # arms the timer 30 s out
+            session.request_timeout = 0.2
+            with pytest.raises(EnvironmentTimeout, match=r"within 0\.2 s"):
+                await session.step({"amount": 1})
+            await session.close()
+
+    run(scenario())
