@@ -29,6 +29,7 @@ from kiln_verify.limits import (
     MAX_OPENENV_REPLAY_BYTES,
     MAX_OPENENV_SUMMARY_BYTES,
 )
+from kiln_verify.openenv.fastjson import compact_bytes, pretty_bytes
 from kiln_verify.openenv.identity import DiscoveryDocuments
 from kiln_verify.openenv.records.common import ObservationRecord, Record, sort_keys
 from kiln_verify.openenv.records.replay import ReplayManifest
@@ -38,6 +39,7 @@ from kiln_verify.openenv.records.summary import (
     RolloutSummary,
     check_version_rules,
 )
+from kiln_verify.openenv.records.writefast import observation_compact, replay_fast
 
 __all__ = [
     "GROUP_PLAN_ITEM_SCHEMA",
@@ -71,7 +73,7 @@ _U64_BE = struct.Struct(">Q")
 
 def rollout_line_bytes(group: AgenticGroup) -> bytes:
     """One corpus line: compact JSON of the group + ``\\n``."""
-    return dumps_compact(group.to_json()) + b"\n"
+    return compact_bytes(group.to_json()) + b"\n"
 
 
 def dataset_bytes(groups: Iterable[AgenticGroup]) -> bytes:
@@ -113,16 +115,26 @@ class DatasetHasher:
         return Sha256Digest(self._hash.hexdigest())
 
 
-def _pretty(record: Record, cap: int, limit: str, what: str) -> bytes:
-    data = dumps_pretty(record.to_json())
+def _capped(data: bytes, cap: int, limit: str, what: str) -> bytes:
     if len(data) > cap:
         raise LimitExceeded(what, limit=limit, bound=cap, observed=len(data))
     return data
 
 
+def _pretty(record: Record, cap: int, limit: str, what: str) -> bytes:
+    return _capped(pretty_bytes(record.to_json()), cap, limit, what)
+
+
 def replay_bytes(manifest: ReplayManifest) -> bytes:
-    """The replay file: pretty JSON + ``\\n`` (refused above ``MAX_OPENENV_REPLAY_BYTES``)."""
-    return _pretty(manifest, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES", "replay")
+    """The replay file: pretty JSON + ``\\n`` (refused above ``MAX_OPENENV_REPLAY_BYTES``).
+
+    Written by :func:`~kiln_verify.openenv.records.writefast.replay_fast` when it can prove
+    its bytes, else as ``dumps_pretty(manifest.to_json())`` (the reference).
+    """
+    data = replay_fast(manifest)
+    if data is None:
+        data = dumps_pretty(manifest.to_json())
+    return _capped(data, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES", "replay")
 
 
 def summary_bytes(summary: RolloutSummary) -> bytes:
@@ -135,7 +147,7 @@ def summary_bytes(summary: RolloutSummary) -> bytes:
 
 def report_bytes(record: Record) -> bytes:
     """Any other record (reports, evaluation receipt): pretty JSON + ``\\n``."""
-    return dumps_pretty(record.to_json())
+    return pretty_bytes(record.to_json())
 
 
 # --- reset payloads ------------------------------------------------------------------------
@@ -199,12 +211,12 @@ def discovery_sha256(documents: DiscoveryDocuments) -> Sha256Digest:
 
 def messages_sha256(messages: Sequence[ChatMessage]) -> Sha256Digest:
     """Group-integrity hash of a candidate's initial messages (compact JSON of the list)."""
-    return sha256_bytes(dumps_compact([message.to_json() for message in messages]))
+    return sha256_bytes(compact_bytes([message.to_json() for message in messages]))
 
 
 def reset_observation_sha256(observation: ObservationRecord) -> Sha256Digest:
     """Group-integrity hash of a candidate's reset observation (compact JSON)."""
-    return sha256_bytes(dumps_compact(observation.to_json()))
+    return sha256_bytes(observation_compact(observation))
 
 
 def summary_file_sha256(data: bytes) -> Sha256Digest:
