@@ -6,7 +6,6 @@ comparison are checked against the computations they replace.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -17,23 +16,14 @@ from kiln_verify.limits import (
     MAX_ACTION_ISSUES,
 )
 from kiln_verify.openenv.action_schema import ActionIssue, ActionSchema
-from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.collect.engine import inspection_record, same_start
+from kiln_verify.openenv.collect.engine import same_start
 from kiln_verify.openenv.collect.episode import EnvironmentContext
 from kiln_verify.openenv.records.common import ObservationRecord
 from kiln_verify.openenv.records.prompt import initial_messages, parse_model_action
 from kiln_verify.openenv.records.serialize import messages_sha256, reset_observation_sha256
 from kiln_verify.openenv.wire import Reward
 from oracle.runner import ServerHandle
-
-
-def _context(url: str) -> EnvironmentContext:
-    async def inspect() -> EnvironmentContext:
-        async with OpenEnvClient(url) as client:
-            found = await client.inspect()
-            return EnvironmentContext(0, client, inspection_record(found), found.action_schema)
-
-    return asyncio.run(inspect())
+from tests.collect.contexts import environment_context
 
 
 def _expected(schema: ActionSchema, parsed: Any) -> str:
@@ -68,7 +58,7 @@ def _verdict(env: EnvironmentContext, output: str) -> str:
 def test_verdicts_are_remembered_per_output(
     servers: dict[str, ServerHandle], counted: list[Any]
 ) -> None:
-    env = _context(servers["bandit"].base_url)
+    env = environment_context(servers["bandit"].base_url)
     for output in ('{"arm": 3}', '{"arm": "x"}', '{"arm": 1.5, "extra": true}', "{}"):
         parsed = parse_model_action(output)
         expected = _expected(env.action_schema, parsed)
@@ -91,7 +81,7 @@ def test_verdicts_are_remembered_per_output(
 
 
 def test_verdict_memory_is_bounded(servers: dict[str, ServerHandle], counted: list[Any]) -> None:
-    env = _context(servers["bandit"].base_url)
+    env = environment_context(servers["bandit"].base_url)
     long_output = '{"arm": 1' + " " * MAX_ACTION_CHECK_CACHE_KEY_CHARS + "}"
     assert _verdict(env, long_output) == _verdict(env, long_output) == ""
     assert len(counted) == 2  # too long to remember: validated every time
@@ -137,7 +127,7 @@ OBSERVATIONS: list[tuple[Any, Any]] = [
 
 
 def test_same_start_agrees_with_the_two_digests(servers: dict[str, ServerHandle]) -> None:
-    env = _context(servers["bandit"].base_url)
+    env = environment_context(servers["bandit"].base_url)
     records = [_record(observation, metadata) for observation, metadata in OBSERVATIONS]
     prompts = [initial_messages(env.inspection, record) for record in records]
     agreeing = 0

@@ -19,7 +19,8 @@ from kiln_verify.openenv.records.prompt import initial_messages
 from kiln_verify.openenv.records.rollout import ChatMessage
 from kiln_verify.openenv.records.serialize import messages_sha256, reset_observation_sha256
 from oracle.runner import ServerHandle
-from tests.collect.test_collect_fastpaths import OBSERVATIONS, _context, _record
+from tests.collect.contexts import environment_context
+from tests.collect.test_collect_fastpaths import OBSERVATIONS, _record
 
 PLAN = GroupPlan(3, 0, 7, {"seed": 7})
 
@@ -40,7 +41,7 @@ def _same(left: Start, right: Start) -> bool:
 
 
 def test_a_mismatch_after_equal_candidates_is_found(servers: dict[str, ServerHandle]) -> None:
-    env = _context(servers["bandit"].base_url)
+    env = environment_context(servers["bandit"].base_url)
     records = [_record(observation, metadata) for observation, metadata in OBSERVATIONS]
     starts = [(initial_messages(env.inspection, record), record) for record in records]
     refused = 0
@@ -60,7 +61,7 @@ def test_a_mismatch_after_equal_candidates_is_found(servers: dict[str, ServerHan
 def test_candidate_zero_is_digested_once_per_group(
     servers: dict[str, ServerHandle], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = _context(servers["bandit"].base_url)
+    env = environment_context(servers["bandit"].base_url)
     record = _record({"input_text": "same prompt", "x": 2})  # no shortcut: digests compared
     messages = initial_messages(env.inspection, record)
     digested: list[int] = []

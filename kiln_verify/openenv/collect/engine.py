@@ -144,12 +144,15 @@ class _Start:
     integrity may need computed at most once (candidate 0 is compared with every other
     candidate of its group, so its digests were the ones computed repeatedly)."""
 
-    __slots__ = ("_messages_sha256", "_reset_sha256", "carries", "messages", "reset")
+    __slots__ = ("_messages_sha256", "_reset_sha256", "carries", "messages", "plain", "reset")
 
     def __init__(self, messages: list[ChatMessage], reset: ObservationRecord) -> None:
         self.messages = messages
         self.reset = reset
         self.carries = _prompt_carries_observation(messages, reset)
+        # Without tool_calls, messages are equal compact JSON exactly when their members
+        # are equal strings (or both absent), as _message_texts compares them.
+        self.plain = all(m.tool_calls is None for m in messages)
         self._messages_sha256: str | None = None
         self._reset_sha256: str | None = None
 
@@ -167,11 +170,13 @@ class _Start:
         """Byte-identical initial messages and reset observation (see :func:`same_start`)."""
         if self.carries and other.carries:
             return _message_texts(self.messages) == _message_texts(other.messages)
+        if self.plain and other.plain:
+            same_messages = _message_texts(self.messages) == _message_texts(other.messages)
+        else:
+            same_messages = self.messages_sha256() == other.messages_sha256()
         # Same order and short-circuit as before: the reset digests only when the
         # messages agree.
-        return self.messages_sha256() == other.messages_sha256() and (
-            self.reset_sha256() == other.reset_sha256()
-        )
+        return same_messages and self.reset_sha256() == other.reset_sha256()
 
 
 def same_start(

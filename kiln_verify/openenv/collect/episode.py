@@ -50,6 +50,12 @@ from kiln_verify.limits import (
 from kiln_verify.openenv.action_schema import ActionSchema
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
+from kiln_verify.openenv.collect.fastrecords import (
+    action_segment,
+    observation_exchange,
+    observation_record,
+    observation_turn,
+)
 from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
 from kiln_verify.openenv.policy.base import (
     Policy,
@@ -68,13 +74,12 @@ from kiln_verify.openenv.records.prompt import (
     action_content,
     harness_error_segment,
     initial_messages,
-    observation_segment,
+    observation_content,
     parse_model_action,
     protocol_error_segment,
     system_prompt,
 )
 from kiln_verify.openenv.records.replay import (
-    ObservationResult,
     ProtocolErrorResult,
     ReplayCandidate,
     ReplayExchange,
@@ -95,6 +100,7 @@ from kiln_verify.openenv.wire import ProtocolError
 __all__ = ["EnvironmentContext", "EpisodeResult", "Generation", "run_episode"]
 
 _FENCE = "```"
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 T = TypeVar("T")
 
 
@@ -111,12 +117,37 @@ class EnvironmentContext:
     system_prompt: str = field(init=False, repr=False, compare=False)
     # Model output text -> why its action violates the schema ("" when it does not).
     _verdicts: dict[str, str] = field(init=False, repr=False, compare=False)
+    # Model output text -> its parsed flat action object, or why it is not one.
+    _actions: dict[str, dict[str, Any] | str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         digest = str(action_schema_sha256(self.inspection.schema_.action))
         object.__setattr__(self, "action_schema_sha256", digest)
         object.__setattr__(self, "system_prompt", system_prompt(self.inspection))
         object.__setattr__(self, "_verdicts", {})
+        object.__setattr__(self, "_actions", {})
+
+    def parse_action(self, output: str) -> dict[str, Any] | str:
+        """:func:`parse_model_action` of ``output``: the action object or why it is not one.
+
+        A pure function of the text, remembered like the schema verdicts (same bounds) for
+        refusals and for objects whose values are all scalars, which a fresh shallow copy
+        per call reproduces exactly (same keys in the same order, equal immutable values):
+        scripted and sampled policies repeat a few outputs, and the strict parse was a
+        fixed cost of every step.
+        """
+        actions = self._actions
+        known = actions.get(output)
+        if known is not None:
+            return dict(known) if type(known) is dict else known
+        parsed = parse_model_action(output)
+        if (
+            len(output) <= MAX_ACTION_CHECK_CACHE_KEY_CHARS
+            and len(actions) < MAX_ACTION_CHECK_CACHE_ENTRIES
+            and (isinstance(parsed, str) or all(type(v) in _SCALARS for v in parsed.values()))
+        ):
+            actions[output] = parsed if isinstance(parsed, str) else dict(parsed)
+        return parsed
 
     def schema_violation(self, output: str, parsed: dict[str, Any]) -> str:
         """Why ``parsed`` (the action parsed from ``output``) fails the schema, or "".
@@ -264,8 +295,8 @@ async def run_episode(
                 f"environment {env.index} ({env.name!r}) answered reset(seed={group.seed}) "
                 "with done: true"
             )
-        reset_record = ObservationRecord.from_wire(reset)
-        budget.charge(reset.observation, reset.metadata, what="a reset observation")
+        reset_record = observation_record(reset)
+        budget.charge_parsed(reset.observation, reset.metadata, what="a reset observation")
         messages = initial_messages(env.inspection, reset_record, system=env.system_prompt)
         chat: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in messages]
         trajectory: list[TurnSegment] = []
@@ -307,7 +338,7 @@ async def run_episode(
             latency += response.latency_ms
             if not response.text.strip():
                 add(
-                    TurnSegment.action(response.reasoning or ""),
+                    action_segment(response.reasoning or ""),
                     harness_error_segment(
                         "MODEL_ACTION_NO_OUTPUT", "the model produced no final content"
                     ),
@@ -318,15 +349,15 @@ async def run_episode(
                 response.text, thinking=controls.thinking, reasoning=response.reasoning
             )
             budget.charge_bytes(len(text.encode("utf-8")), "a model action")
-            parsed = parse_model_action(response.text)
+            parsed = env.parse_action(response.text)
             if isinstance(parsed, str):
-                add(TurnSegment.action(text), harness_error_segment("INVALID_MODEL_ACTION", parsed))
+                add(action_segment(text), harness_error_segment("INVALID_MODEL_ACTION", parsed))
                 invalid = True
                 break
             reason = env.schema_violation(response.text, parsed)
             if reason:
                 add(
-                    TurnSegment.action(text),
+                    action_segment(text),
                     harness_error_segment("ACTION_SCHEMA_VALIDATION_FAILED", reason),
                 )
                 invalid = True
@@ -340,29 +371,28 @@ async def run_episode(
                     raise
                 error = exc.error
             if error is None:
-                obs_record = ObservationRecord.from_wire(observation)
-                budget.charge(observation.observation, observation.metadata, what="an observation")
-                total = _finite(total + observation.reward.training_value)
-                add(TurnSegment.action(text), observation_segment("step result", obs_record))
-                exchanges.append(
-                    ReplayExchange(
-                        step_index=step_index,
-                        action=parsed,
-                        result=ObservationResult(observation=obs_record),
-                    )
+                obs_record = observation_record(observation)
+                budget.charge_parsed(
+                    observation.observation, observation.metadata, what="an observation"
                 )
+                total = _finite(total + observation.reward.training_value)
+                add(
+                    action_segment(text),
+                    observation_turn(observation_content("step result", obs_record)),
+                )
+                exchanges.append(observation_exchange(step_index, parsed, obs_record))
                 latest = observation.observation
                 if observation.done:
                     termination = "done"
                     break
                 continue
             error_record = ProtocolErrorRecord.from_wire(error)
-            budget.charge(error.message, error.errors, what="a protocol error")
+            budget.charge_parsed(error.message, error.errors, what="a protocol error")
             continued = error.recoverable and recoverable < controls.max_recoverable_errors
             if error.recoverable:
                 recoverable += 1
             total = _finite(total + penalty)
-            add(TurnSegment.action(text), protocol_error_segment(error_record, continued))
+            add(action_segment(text), protocol_error_segment(error_record, continued))
             exchanges.append(
                 ReplayExchange(
                     step_index=step_index,
@@ -381,7 +411,7 @@ async def run_episode(
         state_kwargs: dict[str, Any] = {}
         if not ended_by_terminal_code:
             final_state = await session.state()
-            budget.charge(final_state, what="a final state")
+            budget.charge_parsed(final_state, what="a final state")
             state_kwargs["final_state"] = final_state
     finally:
         await session.close()

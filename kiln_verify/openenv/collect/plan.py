@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from kiln_verify.core.digest import Sha256Digest
 from kiln_verify.errors import LimitExceeded
@@ -26,6 +28,47 @@ from kiln_verify.openenv.records.serialize import (
 __all__ = ["GroupPlan", "ResetPlan", "RetainedBudget", "group_plan"]
 
 _SIZER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+_ORJSON_REFUSED: Final = (TypeError, ValueError, RecursionError)
+_SIGNS_LOOKED_AT: Final = 8
+
+
+def _parsed_size(value: Any) -> int:
+    """``len(_SIZER.encode(value).encode("utf-8"))`` for a value the strict parser produced.
+
+    Such values are plain dicts (str keys), lists, strs without lone surrogates, ints,
+    finite floats, bools and None, which ``orjson`` and ``_SIZER`` write with the same
+    escapes, separators and key order, integers alike. Floats are written alike (the
+    shortest ``repr`` digits) unless ``repr`` uses an exponent: ``orjson`` then writes
+    ``e+``/``e-`` (``1e-7`` for ``1e-07``) or, for 1e-5 <= |x| < 1e-4, ``0.0000...``
+    (``0.00001`` for ``1e-05``). A text holding any of those byte strings (in a string or
+    not) is measured with ``_SIZER`` itself, as is anything ``orjson`` refuses (integers
+    beyond 64 bits).
+    """
+    try:
+        raw = orjson.dumps(value)
+    except _ORJSON_REFUSED:
+        return len(_SIZER.encode(value).encode("utf-8"))
+    if _may_differ(raw):
+        return len(_SIZER.encode(value).encode("utf-8"))
+    return len(raw)
+
+
+def _may_differ(raw: bytes) -> bool:
+    """Whether ``raw`` holds ``e+``, ``e-`` or ``0.0000``. The signs are found with
+    ``memchr`` and their predecessor looked at (a two-byte search over text full of ``e``
+    costs about as much as writing it); many ``-`` take the two-byte search instead."""
+    if b"+" in raw and b"e+" in raw:
+        return True
+    at = raw.find(b"-", 1)
+    seen = 0
+    while at > 0:
+        if raw[at - 1] == 0x65:  # "e"
+            return True
+        seen += 1
+        if seen > _SIGNS_LOOKED_AT:
+            return b"e-" in raw
+        at = raw.find(b"-", at + 1)
+    return b"0.0000" in raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,4 +152,13 @@ class RetainedBudget:
         for value in values:
             # ``null`` (an absent metadata, say) without a trip through the encoder
             size += 4 if value is None else len(_SIZER.encode(value).encode("utf-8"))
+        self.charge_bytes(size, what)
+
+    def charge_parsed(self, *values: Any, what: str) -> None:
+        """:meth:`charge` for values the strict JSON parser produced (observations, error
+        details, states: what the wire decoder returns), sized the same without the
+        ``json`` encoder where :func:`_parsed_size` proves the count."""
+        size = 0
+        for value in values:
+            size += 4 if value is None else _parsed_size(value)
         self.charge_bytes(size, what)
