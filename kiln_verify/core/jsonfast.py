@@ -32,7 +32,13 @@ import orjson
 
 from kiln_verify.limits import MAX_JSON_NUMBER_CHARS
 
-__all__ = ["MISS", "canonical_value", "depth_within", "numbers_suspicious"]
+__all__ = [
+    "COUNT_BRACKETS_BELOW",
+    "MISS",
+    "canonical_value",
+    "depth_within",
+    "numbers_suspicious",
+]
 
 
 class _Miss:
@@ -44,7 +50,7 @@ MISS: Any = _Miss()
 """What a fast path returns when the strict path must decide."""
 
 _INDENT_2 = orjson.OPT_INDENT_2
-_COUNT_BRACKETS_BELOW = 32 * 1024
+COUNT_BRACKETS_BELOW = 32 * 1024
 """Compact text at least this long skips the bracket count and goes straight to the pretty
 spelling's indentation check. Either proves the depth bound; the count is the cheaper proof
 only for short text: it reads every byte twice, about as long as hashing them, and a long
@@ -154,7 +160,7 @@ def canonical_value(raw: bytes, depth_limit: int | None, indent: int = 0) -> Any
                 return MISS
         elif orjson.dumps(value) == raw:
             if depth_limit is None or (
-                len(raw) < _COUNT_BRACKETS_BELOW
+                len(raw) < COUNT_BRACKETS_BELOW
                 and raw.count(b"[") + raw.count(b"{") <= depth_limit
             ):
                 return value

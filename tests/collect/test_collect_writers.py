@@ -1,6 +1,6 @@
 """The ``orjson`` writers give our writers' bytes, or step aside for them.
 
-``kiln_verify.openenv.fastjson`` (compact and pretty text of any tree),
+``kiln_verify.core.jsonfastwrite`` (compact and pretty text of any tree),
 ``records/writefast`` (the replay manifest and observation records without ``to_json``)
 and the retained budget's sizing of parsed values are each compared with the reference
 they replace: the same bytes, or the same error code and message. The checks that they
@@ -24,10 +24,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kiln_verify.core import jsonfastwrite
 from kiln_verify.core.jsonio import dumps_compact, dumps_pretty, loads
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_JSON_DEPTH
-from kiln_verify.openenv import fastjson
 from kiln_verify.openenv.collect.plan import _SIZER, RetainedBudget, _may_differ
 from kiln_verify.openenv.records import writefast
 from kiln_verify.openenv.records.common import (
@@ -87,14 +87,14 @@ trees = st.recursive(
 @settings(max_examples=600, deadline=None)
 @given(trees)
 def test_compact_and_pretty_equal_the_reference(value: Any) -> None:
-    assert _outcome(fastjson.compact_bytes, value) == _outcome(dumps_compact, value)
-    assert _outcome(fastjson.pretty_bytes, value) == _outcome(dumps_pretty, value)
+    assert _outcome(jsonfastwrite.compact_bytes, value) == _outcome(dumps_compact, value)
+    assert _outcome(jsonfastwrite.pretty_bytes, value) == _outcome(dumps_pretty, value)
 
 
 def test_every_code_point_is_escaped_alike() -> None:
     text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
-    assert fastjson.compact_orjson([text, {text: text}]) == dumps_compact([text, {text: text}])
-    assert fastjson.pretty_orjson({text: [text]}) == dumps_pretty({text: [text]})
+    assert jsonfastwrite.compact_orjson([text, {text: text}]) == dumps_compact([text, {text: text}])
+    assert jsonfastwrite.pretty_orjson({text: [text]}) == dumps_pretty({text: [text]})
 
 
 def test_floats_are_spelled_alike_or_refused() -> None:
@@ -102,11 +102,11 @@ def test_floats_are_spelled_alike_or_refused() -> None:
     for _ in range(20000):
         value = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
         if math.isfinite(value):
-            fast = fastjson.compact_orjson([value])
+            fast = jsonfastwrite.compact_orjson([value])
             assert fast is None or fast == dumps_compact([value])
         # floats written without an exponent take the fast route
         plain = rng.uniform(-1e6, 1e6) * 10.0 ** rng.randint(-3, 9)
-        assert fastjson.compact_orjson([plain]) == dumps_compact([plain])
+        assert jsonfastwrite.compact_orjson([plain]) == dumps_compact([plain])
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_no_exponent_is_the_digit_e_sign_rule(alphabet: bytes) -> None:
     rng = random.Random(11)
     for _ in range(20000):
         raw = bytes(rng.choice(alphabet) for _ in range(rng.choice((8, 80, 400))))
-        assert fastjson.no_exponent(raw) is (rule.search(raw) is None), raw
+        assert jsonfastwrite.no_exponent(raw) is (rule.search(raw) is None), raw
 
 
 def _nested(depth: int) -> Any:
@@ -131,11 +131,11 @@ def _nested(depth: int) -> Any:
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 300])
 def test_depth_bound_is_the_reference_one(depth: int) -> None:
     value = {"k": _nested(depth - 1)} if depth > 1 else {}
-    assert _outcome(fastjson.compact_bytes, value) == _outcome(dumps_compact, value)
-    assert _outcome(fastjson.pretty_bytes, value) == _outcome(dumps_pretty, value)
+    assert _outcome(jsonfastwrite.compact_bytes, value) == _outcome(dumps_compact, value)
+    assert _outcome(jsonfastwrite.pretty_bytes, value) == _outcome(dumps_pretty, value)
     # brackets inside strings defeat the count and take the pretty check
     quoted = ["[{" * 200, value]
-    assert _outcome(fastjson.compact_bytes, quoted) == _outcome(dumps_compact, quoted)
+    assert _outcome(jsonfastwrite.compact_bytes, quoted) == _outcome(dumps_compact, quoted)
 
 
 class Colour(enum.Enum):
@@ -165,16 +165,16 @@ class Text(str):
     ],
 )
 def test_unusual_values_take_the_reference(value: Any) -> None:
-    assert _outcome(fastjson.compact_bytes, value) == _outcome(dumps_compact, value)
-    assert _outcome(fastjson.pretty_bytes, value) == _outcome(dumps_pretty, value)
+    assert _outcome(jsonfastwrite.compact_bytes, value) == _outcome(dumps_compact, value)
+    assert _outcome(jsonfastwrite.pretty_bytes, value) == _outcome(dumps_pretty, value)
 
 
 def test_plain_values_take_the_fast_route() -> None:
     value = {"observation": {"text": "sha256:5e2 episode-1 {\"a\": [1]}", "n": [1, 2.5]}}
-    assert fastjson.compact_orjson(value) == dumps_compact(value)
-    assert fastjson.pretty_orjson(value) == dumps_pretty(value)
-    assert fastjson.compact_orjson([1e-7]) is None
-    assert fastjson.pretty_orjson([1e16]) is None
+    assert jsonfastwrite.compact_orjson(value) == dumps_compact(value)
+    assert jsonfastwrite.pretty_orjson(value) == dumps_pretty(value)
+    assert jsonfastwrite.compact_orjson([1e-7]) is None
+    assert jsonfastwrite.pretty_orjson([1e16]) is None
 
 
 # --- the retained budget -------------------------------------------------------------------

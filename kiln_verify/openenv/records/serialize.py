@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from kiln_verify.core.digest import Sha256Digest, canonical_digest, sha256_bytes
 from kiln_verify.core.jsonenc import parsed_text
+from kiln_verify.core.jsonfastwrite import compact_bytes, pretty_bytes
 from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
 from kiln_verify.errors import LimitExceeded, RecordInvalid, SummaryVersionUnsupported
 from kiln_verify.limits import (
@@ -29,7 +30,6 @@ from kiln_verify.limits import (
     MAX_OPENENV_REPLAY_BYTES,
     MAX_OPENENV_SUMMARY_BYTES,
 )
-from kiln_verify.openenv.fastjson import compact_bytes, pretty_bytes
 from kiln_verify.openenv.identity import DiscoveryDocuments
 from kiln_verify.openenv.records.common import ObservationRecord, Record, sort_keys
 from kiln_verify.openenv.records.replay import ReplayManifest

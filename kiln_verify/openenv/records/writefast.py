@@ -1,6 +1,6 @@
 """The replay manifest and observation records written by ``orjson``, proven equal.
 
-Record-shaped uses of :mod:`kiln_verify.openenv.fastjson` (which explains when an
+Record-shaped uses of :mod:`kiln_verify.core.jsonfastwrite` (which explains when an
 ``orjson`` text is accepted). :func:`replay_fast` builds the replay manifest's tree
 without ``to_json`` for the records repeated per exchange (``to_json`` re-sorted every
 free-form value in Python, about as costly as writing): each free-form value is written
@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import orjson
 
-from kiln_verify.openenv.fastjson import (
+from kiln_verify.core.jsonfastwrite import (
     PLAIN,
     PRETTY,
     SORTED,

@@ -28,8 +28,8 @@ value, so it alone decides every error:
   parser produced, and ``Record.to_json`` trees (pydantic's JSON mode has already
   turned them into ``None``, which the reference then writes as ``null`` too).
 
-Kept outside :mod:`kiln_verify.openenv.records` so that collection code can use it
-without the record classes.
+The writing counterpart of :mod:`kiln_verify.core.jsonfast` (which proves ``orjson``'s
+reading); in ``core`` so that collection code can use it without the record classes.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from typing import Any, Final
 import orjson
 
 from kiln_verify.core.jsonenc import dumps_compact, dumps_pretty
+from kiln_verify.core.jsonfast import COUNT_BRACKETS_BELOW
 from kiln_verify.limits import MAX_JSON_DEPTH
 
 __all__ = [
@@ -121,7 +122,7 @@ def proven_compact(raw: bytes, value: Callable[[], Any]) -> bytes | None:
     """
     if not no_exponent(raw):
         return None
-    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+    if len(raw) < COUNT_BRACKETS_BELOW and raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
         return raw
     try:
         pretty = orjson.dumps(value(), option=PRETTY)
