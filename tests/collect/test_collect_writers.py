@@ -136,6 +136,9 @@ def test_depth_bound_is_the_reference_one(depth: int) -> None:
     # brackets inside strings defeat the count and take the pretty check
     quoted = ["[{" * 200, value]
     assert _outcome(jsonfastwrite.compact_bytes, quoted) == _outcome(dumps_compact, quoted)
+    # text long enough to skip the count goes straight to the pretty check
+    long = ["x" * 40_000, value]
+    assert _outcome(jsonfastwrite.compact_bytes, long) == _outcome(dumps_compact, long)
 
 
 class Colour(enum.Enum):
