@@ -38,13 +38,14 @@ from kiln_verify.errors import (
 )
 from kiln_verify.hf.digests import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
 from kiln_verify.hf.manifest import ExportManifest, FileIdentity, TrainingResult
-from kiln_verify.hf.manifest.read import read_export, read_result
+from kiln_verify.hf.manifest.read import read_export
 from kiln_verify.hf.verify import (
     EXPORT_MANIFEST,
     RESULT_MANIFEST,
     BundleReport,
     bundle_files,
     read_bundle_file,
+    read_paired_result,
     verify_bundle,
 )
 from kiln_verify.limits import (
@@ -216,21 +217,7 @@ def verify_envelope(root: str | os.PathLike[str]) -> EnvelopeReport:
         read_bundle_file(shown, EXPORT_MANIFEST, MAX_MANIFEST_BYTES),
         source=os.path.join(shown, EXPORT_MANIFEST),
     )
-    result = read_result(
-        read_bundle_file(shown, RESULT_MANIFEST, MAX_MANIFEST_BYTES),
-        source=os.path.join(shown, RESULT_MANIFEST),
-    )
-    if result.export_sha256 != export.export_sha256:
-        raise HfIdentityMismatch(
-            f"the result names export {result.export_sha256}, the envelope's export is "
-            f"{export.export_sha256}",
-            path=os.path.join(shown, RESULT_MANIFEST),
-        )
-    if result.task != export.task:
-        raise HfIdentityMismatch(
-            f"the result is for task {result.task!r}, the export for {export.task!r}",
-            path=os.path.join(shown, RESULT_MANIFEST),
-        )
+    result = read_paired_result(shown, export, holder="envelope")
     for identity in _identities(export, result):
         verify(shown, identity.to_artifact())
     return EnvelopeReport(export, result, total)

@@ -85,6 +85,7 @@ __all__ = [
     "check_grpo_group",
     "export_identities",
     "read_bundle_file",
+    "read_paired_result",
     "scan_grpo_corpus",
     "verify_archive",
     "verify_bundle",
@@ -216,6 +217,25 @@ def export_identities(export: ExportManifest) -> list[FileIdentity]:
     return out
 
 
+def read_paired_result(root: str, export: ExportManifest, *, holder: str) -> TrainingResult:
+    """The training result beside ``export`` under ``root``; it must name that export
+    and its task (``holder``: what the two sit in, for the message)."""
+    source = os.path.join(root, RESULT_MANIFEST)
+    result = read_result(read_bundle_file(root, RESULT_MANIFEST, MAX_MANIFEST_BYTES), source=source)
+    if result.export_sha256 != export.export_sha256:
+        raise HfIdentityMismatch(
+            f"the result names export {result.export_sha256}, the {holder}'s export is "
+            f"{export.export_sha256}",
+            path=source,
+        )
+    if result.task != export.task:
+        raise HfIdentityMismatch(
+            f"the result is for task {result.task!r}, the export for {export.task!r}",
+            path=source,
+        )
+    return result
+
+
 def _result_identities(result: TrainingResult) -> list[FileIdentity]:
     return [result.trainer.script, result.output_adapter.config, result.output_adapter.model]
 
@@ -255,21 +275,7 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
     declared = {EXPORT_MANIFEST} | {ident.relative_path for ident in identities}
     result: TrainingResult | None = None
     if completed:
-        result = read_result(
-            read_bundle_file(shown, RESULT_MANIFEST, MAX_MANIFEST_BYTES),
-            source=os.path.join(shown, RESULT_MANIFEST),
-        )
-        if result.export_sha256 != export.export_sha256:
-            raise HfIdentityMismatch(
-                f"the result names export {result.export_sha256}, the bundle's export is "
-                f"{export.export_sha256}",
-                path=os.path.join(shown, RESULT_MANIFEST),
-            )
-        if result.task != export.task:
-            raise HfIdentityMismatch(
-                f"the result is for task {result.task!r}, the export for {export.task!r}",
-                path=os.path.join(shown, RESULT_MANIFEST),
-            )
+        result = read_paired_result(shown, export, holder="bundle")
         identities += _result_identities(result)
         declared |= set(RESULT_FILES)
     if len(declared) != len(identities) + 1 + (1 if completed else 0):
