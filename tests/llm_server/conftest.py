@@ -70,7 +70,7 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory, bandit_url: str) -> Pat
     from typer.testing import CliRunner
 
     from kiln_verify.cli import app
-    from qualification.tools.tiny_model import warm_start
+    from kiln_verify.testing.tiny_model import warm_start
     from tests.policy.tiny_model import build_tiny_model
 
     root = tmp_path_factory.mktemp("served")
