@@ -44,7 +44,10 @@ _MESSAGES: Mapping[str, str] = {
     ),
     "json_invalid": "JSON decode error",
 }
-_INT_TEXT = re.compile(r"\s*[+-]?\d+(_\d+)*\s*")
+#: pydantic-core's lax integer text: ASCII digits with single underscores between them,
+#: inside Unicode White_Space (Rust's `trim`; Python's `\s` would also take U+001C..U+001F).
+_SPACE = "[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+_INT_TEXT = re.compile(_SPACE + "[+-]?[0-9]+(?:_[0-9]+)*" + _SPACE)
 
 
 def short_repr(value: Any) -> str:

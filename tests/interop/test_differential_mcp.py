@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("openenv")
 
@@ -308,6 +310,48 @@ def test_capacity_counts_http_sessions(http: httpx.Client, servers: tuple[str, s
     assert theirs[4]["error"]["code"] == -32000
     assert theirs[4]["error"]["data"] == {"active_sessions": 4, "max_sessions": 4}
     assert ours == theirs
+
+
+# -- argument validation against FastMCP itself -------------------------------------------
+
+ARGUMENT = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=False,
+                                                                      allow_infinity=False),
+    st.text(max_size=70),
+    st.sampled_from([" 7 ", "+3", "1_000", "-0", "1e3", "0x10", "٣", "\x1c7", "\xa07",
+                     "\u30007", "7_"]),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(),
+                                                         max_size=2),
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(tool=st.sampled_from(["echo_message", "add", "remember"]),
+       arguments=st.dictionaries(st.sampled_from(["message", "a", "b", "note", "c"]), ARGUMENT,
+                                 max_size=4))
+def test_property_arguments_validate_as_fastmcp_does(tool: str, arguments: dict[str, Any]) -> None:
+    """Whatever the arguments, the oracle accepts what FastMCP accepts (with the same
+    value) and refuses with FastMCP's exact text."""
+    from oracle.envs.toolbox import ToolboxEnvironment as OracleToolbox
+    from oracle.tools import ToolCallError
+    from tests.interop.behaviour_peers import ToolboxEnvironment as Peer
+
+    async def theirs() -> tuple[str, Any]:
+        from fastmcp import Client
+
+        peer = Peer()
+        async with Client(peer.mcp_server) as client:
+            try:
+                result = await client.call_tool(tool, arguments)
+            except Exception as exc:
+                return "error", str(exc)
+        return "result", result.data
+
+    try:
+        ours: tuple[str, Any] = ("result", OracleToolbox().call(tool, arguments))
+    except ToolCallError as exc:
+        ours = ("error", str(exc))
+    assert ours == asyncio.run(theirs())
 
 
 # -- OpenEnv's own MCP client ---------------------------------------------------------------
