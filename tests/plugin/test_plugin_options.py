@@ -137,5 +137,7 @@ def test_bad_marker_is_a_usage_error(pytester: pytest.Pytester, marker: str, mes
 
 def test_ini_keys_configure_the_run(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nkiln_oracle = counter\n")
-    result = pytester.runpytest_subprocess("-p", "kiln", "-k", "ws.reset and observation", *CONFORMANCE)
+    result = pytester.runpytest_subprocess(
+        "-p", "kiln", "-k", "ws.reset and observation", *CONFORMANCE
+    )
     result.assert_outcomes(passed=1)
