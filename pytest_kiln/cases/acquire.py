@@ -64,13 +64,16 @@ async def reset_session(
     return acquired.session, acquired.observation, acquired.retries
 
 
-async def connect_raw(client: OpenEnvClient, headers: dict[str, str] | None) -> ClientConnection:
-    """One raw ``/ws`` connection (health-checked first), with bounded timeouts."""
+async def connect_raw(client: OpenEnvClient, headers: dict[str, str] | None, *,
+                      health: bool = True) -> ClientConnection:
+    """One raw ``/ws`` connection (health-checked first unless told not to), with bounded
+    timeouts."""
     from websockets.asyncio.client import connect
 
     from kiln_verify.limits import MAX_SERVER_FRAME_BYTES
 
-    await client.health()
+    if health:
+        await client.health()
     return await connect(
         client.url.websocket_url,
         additional_headers=headers,
@@ -83,8 +86,11 @@ async def connect_raw(client: OpenEnvClient, headers: dict[str, str] | None) -> 
     )
 
 
-async def close_raw(connection: ClientConnection) -> None:
+async def close_raw(connection: ClientConnection, *, say_close: bool = False) -> None:
+    """Close a raw connection; ``say_close`` sends OpenEnv's ``close`` message first."""
     with contextlib.suppress(Exception):
+        if say_close:
+            await asyncio.wait_for(connection.send('{"type":"close"}'), 1.0)
         await asyncio.wait_for(connection.close(), 2.0)
 
 

@@ -18,6 +18,7 @@ from pytest_kiln.cases.model import (
 )
 
 if TYPE_CHECKING:
+    import httpx
     from websockets.asyncio.client import ClientConnection
 
     from kiln_verify.openenv.action_schema import ActionSchema
@@ -70,6 +71,7 @@ class CaseContext:
         self.measurements: dict[str, int | float] = {}
         self._client: OpenEnvClient | None = None
         self._schema: ActionSchema | None = None
+        self._raw_http: httpx.AsyncClient | None = None
 
     async def client(self) -> OpenEnvClient:
         if self._client is None:
@@ -81,6 +83,24 @@ class CaseContext:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
+        if self._raw_http is not None:
+            await self._raw_http.aclose()
+
+    async def raw_http(self) -> httpx.AsyncClient:
+        """An httpx client for requests the OpenEnv client cannot make (a body that is not
+        JSON): no redirects, no proxy from the environment, the bearer header if configured.
+        For a plain-http URL no TLS context is built (that costs more than the request)."""
+        if self._raw_http is None:
+            import httpx
+
+            from pytest_kiln.cases.model import FRAME_TIMEOUT_S
+
+            client = await self.client()
+            self._raw_http = httpx.AsyncClient(
+                follow_redirects=False, trust_env=False, timeout=FRAME_TIMEOUT_S,
+                headers=self.headers(), verify=client.url.is_https,
+            )
+        return self._raw_http
 
     def redact(self, text: str) -> str:
         """``text`` with the bearer token removed (unchanged when no client was opened)."""

@@ -78,10 +78,10 @@ def expect_error(value: dict[str, Any], code: int, what: str) -> None:
 async def post(ctx: CaseContext, body: bytes) -> Any:
     """``POST /mcp`` with raw bytes: the status must be 200 and the body strict JSON.
 
-    The bytes are sent as they are (a parse-error probe is not JSON at all), so this uses
-    its own short-lived httpx client with the client's rules: no redirects, no proxy from
-    the environment, the bearer header if configured, the body read within the discovery
-    cap. 404/405 mean the server has no ``/mcp`` route: the case is not applicable there.
+    The bytes are sent as they are (a parse-error probe is not JSON at all), through the
+    case's raw httpx client (:meth:`CaseContext.raw_http`: the client's rules, no
+    redirects), the body read within the discovery cap. 404/405 mean the server has no
+    ``/mcp`` route: the case is not applicable there.
     """
     import httpx
 
@@ -90,14 +90,10 @@ async def post(ctx: CaseContext, body: bytes) -> Any:
     from kiln_verify.limits import MAX_DISCOVERY_BODY_BYTES
 
     client = await ctx.client()
-    headers = {"content-type": "application/json", **(ctx.headers() or {})}
+    http = await ctx.raw_http()
     try:
-        async with (
-            httpx.AsyncClient(follow_redirects=False, trust_env=False,
-                              timeout=FRAME_TIMEOUT_S) as http,
-            http.stream("POST", client.url.join("/mcp"), content=body,
-                        headers=headers) as response,
-        ):
+        async with http.stream("POST", client.url.join("/mcp"), content=body,
+                               headers={"content-type": "application/json"}) as response:
             status = response.status_code
             raw = b""
             async for chunk in response.aiter_bytes():
