@@ -91,12 +91,16 @@ class Environment(abc.ABC):
     #: Markdown served as `/metadata.readme_content`.
     readme: ClassVar[str | None] = None
     version: ClassVar[str] = "1.0.0"
-    #: `counter`, `game`, `task` (synthesis) or `math` (one-step exact answer).
-    category: ClassVar[Literal["counter", "game", "task", "math"]]
+    #: `counter`, `game`, `task` (synthesis), `math` (one-step exact answer) or `tools`
+    #: (an MCP tool environment, `oracle.tools`).
+    category: ClassVar[Literal["counter", "game", "task", "math", "tools"]]
     action_title: ClassVar[str]
     action_fields: ClassVar[tuple[ActionField, ...]]
     observation_title: ClassVar[str]
     observation_fields: ClassVar[tuple[ObservationField, ...]]
+    #: The `/schema` action and observation schemas when a framework model fixes them
+    #: (OpenEnv's MCP `CallToolAction`), instead of schemas derived from the fields above.
+    fixed_schemas: ClassVar[Mapping[str, Any] | None] = None
     #: Extra reset keys this environment understands besides seed, episode_id and
     #: difficulty; any other key is dropped silently, as OpenEnv's signature filter does.
     reset_options: ClassVar[frozenset[str]] = frozenset()

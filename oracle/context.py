@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from oracle import schemas
 from oracle.base import Environment
 from oracle.faults import Faults
+from oracle.tools import ToolEnvironment
+from oracle.validation import (
+    ErrorItem,
+    action_errors,
+    check_mcp_discriminator,
+    tool_action_errors,
+)
 from oracle.wire import dumps_bytes
 
 #: Default `--max-sessions`: generous for a test machine, small enough to bound memory.
@@ -47,6 +55,28 @@ class CapacityRefused(Exception):
         self.maximum = maximum
 
 
+class FactoryFailed(Exception):
+    """The environment factory raised; `str(exc)` is OpenEnv's message for it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Environment factory '{name}' failed to create instance.")
+        self.factory_name = name
+
+
+class AttachRefused(Exception):
+    """`/ws?session_id=` cannot attach; `str(exc)` is OpenEnv's SESSION_ERROR message."""
+
+
+@dataclasses.dataclass
+class HttpSession:
+    """An HTTP MCP session (`openenv/session/create`): it holds a slot until closed."""
+
+    env: Environment
+    attached: bool = False
+    #: `openenv/session/close` arrived while a WebSocket was attached: destroy on detach.
+    closing: bool = False
+
+
 class ServerContext:
     """Per-server configuration, precomputed documents and live session counters."""
 
@@ -65,6 +95,7 @@ class ServerContext:
         self.openapi = schemas.openapi_document()
         self.active_sessions = 0
         self.session_attempts = 0
+        self.http_sessions: dict[str, HttpSession] = {}
         self.ws_resets = 0
         self.reset_nonce = 0
 
@@ -73,6 +104,13 @@ class ServerContext:
         if self.faults.factory_error:
             raise RuntimeError("factory-error fault: the environment factory failed")
         return self.env()
+
+    def action_errors(self, action: Mapping[str, Any]) -> list[ErrorItem]:
+        """The validation errors OpenEnv's action model gives `action` (may raise TypeError)."""
+        check_mcp_discriminator(action)
+        if issubclass(self.env, ToolEnvironment):
+            return tool_action_errors(action)
+        return action_errors(self.fields, action)
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -87,6 +125,50 @@ class ServerContext:
 
     def release(self) -> None:
         self.active_sessions -= 1
+
+    # -- HTTP MCP sessions (OpenEnv's `openenv/session/*` extension) -----------------------
+
+    def create_http_session(self) -> str:
+        """Reserve a slot and build an environment; `CapacityRefused` or `FactoryFailed`."""
+        self.acquire()
+        try:
+            env = self.make_env()
+        except Exception:
+            self.release()
+            raise FactoryFailed(self.env.__name__) from None
+        session_id = str(uuid.uuid4())
+        self.http_sessions[session_id] = HttpSession(env)
+        return session_id
+
+    def close_http_session(self, session_id: str) -> str | None:
+        """`closed`, `closing` (a WebSocket is attached) or None for an unknown id."""
+        session = self.http_sessions.get(session_id)
+        if session is None:
+            return None
+        if session.attached:
+            session.closing = True
+            return "closing"
+        del self.http_sessions[session_id]
+        self.release()
+        return "closed"
+
+    def attach(self, session_id: str) -> Environment:
+        session = self.http_sessions.get(session_id)
+        if session is None:
+            raise AttachRefused(f"Unknown session_id: {session_id}")
+        if session.attached:
+            raise AttachRefused(f"Session {session_id} already has an attached WebSocket")
+        session.attached = True
+        return session.env
+
+    def detach(self, session_id: str) -> None:
+        session = self.http_sessions.get(session_id)
+        if session is None:
+            return
+        session.attached = False
+        if session.closing:
+            del self.http_sessions[session_id]
+            self.release()
 
     # -- identity ----------------------------------------------------------------------------
 

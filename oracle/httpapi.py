@@ -17,7 +17,6 @@ from oracle import jsonrpc, tasks
 from oracle.context import ServerContext
 from oracle.validation import (
     BodyError,
-    action_errors,
     object_body,
     read_json_body,
     reset_body_errors,
@@ -94,7 +93,7 @@ def _step(ctx: ServerContext, request: Request) -> Response:
     if errors:
         raise BodyError(422, errors)
     action: dict[str, Any] = body["action"]
-    errors = action_errors(ctx.fields, action)
+    errors = ctx.action_errors(action)
     if errors:
         raise BodyError(422, errors)
     action = {key: value for key, value in action.items() if key != "metadata"}
@@ -115,7 +114,7 @@ def _state(ctx: ServerContext, request: Request) -> Response:
 
 
 def _mcp(ctx: ServerContext, request: Request) -> Response:
-    return Response(200, dumps_bytes(jsonrpc.answer_http(request.body, ctx.make_env)))
+    return Response(200, dumps_bytes(jsonrpc.answer_http(request.body, ctx.make_env, ctx)))
 
 
 #: path -> (method, handler); precomputed documents need no handler.

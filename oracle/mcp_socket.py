@@ -1,4 +1,4 @@
-"""`WS /mcp`: OpenEnv's JSON-RPC-over-WebSocket route, for an environment without tools.
+"""`WS /mcp`: OpenEnv's JSON-RPC-over-WebSocket route, on the socket's own environment.
 
 Same lifecycle as `/ws` (accept, then a session slot; capacity and factory failures are
 one JSON-RPC -32000 error, then close), then one JSON-RPC response per text frame. OpenEnv
@@ -16,6 +16,7 @@ from typing import Any
 from uvicorn.protocols.utils import ClientDisconnected
 
 from oracle import jsonrpc
+from oracle.base import Environment
 from oracle.context import CapacityRefused, ServerContext
 from oracle.session import Receive, Send
 
@@ -30,6 +31,7 @@ class McpSocket:
         self.receive = receive
         self._send = send
         self.session_id = str(uuid.uuid4())
+        self.env: Environment | None = None
 
     async def send(self, value: dict[str, Any]) -> None:
         await self._send({"type": "websocket.send", "text": json.dumps(value)})
@@ -54,7 +56,7 @@ class McpSocket:
             return
         try:
             try:
-                ctx.make_env()
+                self.env = ctx.make_env()
             except Exception:
                 name = ctx.env.__name__
                 await self.send(jsonrpc.response(
@@ -88,4 +90,5 @@ class McpSocket:
                 raise _Terminal(
                     "openenv.core.env_server.mcp_types.JsonRpcRequest() argument after ** "
                     f"must be a mapping, not {type(request).__name__}")
-            await self.send(jsonrpc.answer(request, session_id=self.session_id))
+            await self.send(jsonrpc.answer(request, session_id=self.session_id, ctx=self.ctx,
+                                           env=self.env))

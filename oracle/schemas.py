@@ -10,6 +10,7 @@ classes, and no top-level `description` (pydantic only uses a class's own docstr
 
 from __future__ import annotations
 
+import copy
 import importlib.resources
 import json
 from collections.abc import Mapping
@@ -123,11 +124,12 @@ def observation_schema(env: type[Environment]) -> dict[str, Any]:
 
 def schema_document(env: type[Environment], *, drifted: bool = False) -> dict[str, Any]:
     """The `/schema` body: action, observation, state, reset_observation (0.10.0 order)."""
-    action = action_schema(env)
+    fixed = env.fixed_schemas
+    action = copy.deepcopy(dict(fixed["action"])) if fixed else action_schema(env)
     if drifted:
         action["description"] = f"{env.action_title} (identity drifted{DRIFT_SUFFIX})"
         action = _sorted(action)
-    observation = observation_schema(env)
+    observation = copy.deepcopy(dict(fixed["observation"])) if fixed else observation_schema(env)
     return {"action": action, "observation": observation, "state": dict(STATE_SCHEMA),
             "reset_observation": observation}
 

@@ -20,8 +20,8 @@ from uvicorn.protocols.utils import ClientDisconnected
 
 from oracle import jsonrpc
 from oracle.base import Environment
-from oracle.context import CapacityRefused, ServerContext
-from oracle.validation import action_errors, envelope_errors
+from oracle.context import AttachRefused, CapacityRefused, ServerContext
+from oracle.validation import envelope_errors
 from oracle.wire import (
     CAPACITY_REACHED,
     EXECUTION_ERROR,
@@ -69,7 +69,7 @@ class WebSocketSession:
         await self._send({"type": "websocket.accept"})
         try:
             if session_id:
-                await self.send(error_frame(SESSION_ERROR, f"Unknown session_id: {session_id}"))
+                await self._attached(session_id)
             else:
                 await self._admitted()
         except ClientDisconnected:
@@ -103,6 +103,26 @@ class WebSocketSession:
                 await self.send(error_frame(SESSION_ERROR, str(exc)))
         finally:
             ctx.release()
+            if self._pending is not None:
+                self._pending.cancel()
+
+    async def _attached(self, session_id: str) -> None:
+        """`/ws?session_id=`: use an HTTP MCP session's environment and slot (no new one);
+        when the socket ends, the session stays unless a close arrived meanwhile."""
+        ctx = self.ctx
+        try:
+            self.env = ctx.attach(session_id)
+        except AttachRefused as exc:
+            await self.send(error_frame(SESSION_ERROR, str(exc)))
+            return
+        self.session_id = session_id
+        try:
+            try:
+                await self._loop()
+            except _Terminal as exc:
+                await self.send(error_frame(SESSION_ERROR, str(exc)))
+        finally:
+            ctx.detach(session_id)
             if self._pending is not None:
                 self._pending.cancel()
 
@@ -146,7 +166,8 @@ class WebSocketSession:
                 return False
             elif kind == "mcp":
                 _check(envelope_errors(message, data="required"))
-                reply = jsonrpc.answer(message["data"], session_id=self.session_id)
+                reply = jsonrpc.answer(message["data"], session_id=self.session_id,
+                                       ctx=self.ctx, env=self.env)
                 await self.send({"type": "mcp", "data": reply})
             else:
                 await self.send(error_frame(UNKNOWN_TYPE, f"Unknown message type: {kind}"))
@@ -180,7 +201,7 @@ class WebSocketSession:
             raise ClientDisconnected  # uvicorn closes the TCP connection, no close frame
         _check(envelope_errors(message, data="required"))
         data: dict[str, Any] = message["data"]
-        _check(action_errors(self.ctx.fields, data))
+        _check(self.ctx.action_errors(data))
         if faults.delay_step is not None:
             await asyncio.sleep(faults.delay_step)
         if "metadata" in data:

@@ -44,7 +44,37 @@ _MESSAGES: Mapping[str, str] = {
     ),
     "json_invalid": "JSON decode error",
 }
-_INT_TEXT = re.compile(r"\s*[+-]?\d+(_\d+)*\s*")
+#: pydantic-core's lax integer text: ASCII digits with single underscores between them,
+#: inside Unicode White_Space (Rust's `trim`; Python's `\s` would also take U+001C..U+001F).
+_SPACE = "[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+_INT_TEXT = re.compile(_SPACE + "[+-]?[0-9]+(?:_[0-9]+)*" + _SPACE)
+
+
+def short_repr(value: Any) -> str:
+    """pydantic's `input_value`: the repr, cut to 50 UTF-8 bytes around an ellipsis."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = "..."
+    raw = text.encode("utf-8", errors="surrogatepass")
+    if len(raw) <= 50:
+        return text
+    # pydantic-core cuts bytes, keeping whole characters on both sides of the ellipsis
+    head = raw[:25].decode("utf-8", errors="ignore")
+    tail = raw[-24:].decode("utf-8", errors="ignore")
+    return f"{head}...{tail}"
+
+
+def pydantic_text(title: str, errors: Sequence[tuple[str, str, str, Any]]) -> str:
+    """`str(ValidationError)` as pydantic 2 writes it; `errors` are (loc, type, msg, input)."""
+    count = len(errors)
+    lines = [f"{count} validation error{'s' if count != 1 else ''} for {title}"]
+    for loc, kind, msg, value in errors:
+        lines.append(loc)
+        lines.append(f"  {msg} [type={kind}, input_value={short_repr(value)}, "
+                     f"input_type={type(value).__name__}]")
+        lines.append(f"    For further information visit {PYDANTIC_ERRORS_URL}{kind}")
+    return "\n".join(lines)
 
 
 def error(kind: str, loc: Loc, value: Any, *, url: bool, msg: str | None = None,
@@ -101,6 +131,36 @@ def action_errors(fields: Sequence[ActionField], action: Mapping[str, Any]) -> l
         elif not isinstance(value, str):
             errors.append(error("string_type", (field.name,), value, url=True))
     errors.extend(extras(action, ("metadata", *(f.name for f in fields)), (), url=True))
+    return errors
+
+
+def check_mcp_discriminator(action: Mapping[str, Any]) -> None:
+    """OpenEnv looks `action["type"]` up among its MCP action types before validating any
+    action, so an unhashable `type` raises `TypeError` there (EXECUTION_ERROR over a
+    WebSocket, a 500 over HTTP) whatever the environment."""
+    kind = action.get("type")
+    if isinstance(kind, list | dict):
+        raise TypeError(f"unhashable type: '{type(kind).__name__}'")
+
+
+def tool_action_errors(action: Mapping[str, Any]) -> list[ErrorItem]:
+    """OpenEnv's `ListToolsAction` (`type: "list_tools"`) or `CallToolAction` validation."""
+    errors: list[ErrorItem] = []
+    if "metadata" in action and not isinstance(action["metadata"], dict):
+        errors.append(error("dict_type", ("metadata",), action["metadata"], url=True))
+    if action.get("type") == "list_tools":
+        errors.extend(extras(action, ("metadata", "type"), (), url=True))
+        return errors
+    if "type" in action and action["type"] != "call_tool":
+        errors.append(error("literal_error", ("type",), action["type"], url=True,
+                            msg="Input should be 'call_tool'", ctx={"expected": "'call_tool'"}))
+    if "tool_name" not in action:
+        errors.append(error("missing", ("tool_name",), dict(action), url=True))
+    elif not isinstance(action["tool_name"], str):
+        errors.append(error("string_type", ("tool_name",), action["tool_name"], url=True))
+    if "arguments" in action and not isinstance(action["arguments"], dict):
+        errors.append(error("dict_type", ("arguments",), action["arguments"], url=True))
+    errors.extend(extras(action, ("metadata", "type", "tool_name", "arguments"), (), url=True))
     return errors
 
 

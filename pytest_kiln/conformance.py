@@ -21,9 +21,12 @@ from pytest_kiln.fixtures import Endpoint
 
 @pytest.mark.parametrize("kiln_case", CASES, ids=[case.id for case in CASES])
 def test_conformance(
-    openenv_endpoint: Endpoint, kiln_case: Case, kiln_record: Any, kiln_credential_env: str | None
+    openenv_endpoint: Endpoint, kiln_case: Case, kiln_record: Any, kiln_credential_env: str | None,
+    kiln_capacity_probe: int | None,
 ) -> None:
-    result = run_case(kiln_case, openenv_endpoint.url, credential_env=kiln_credential_env)
+    probe = {} if kiln_capacity_probe is None else {"capacity_probe": kiln_capacity_probe}
+    result = run_case(kiln_case, openenv_endpoint.url, credential_env=kiln_credential_env,
+                      **probe)
     kiln_record(openenv_endpoint, result)
     where = f"{kiln_case.id} [{kiln_case.level.value}, {kiln_case.clause}]"
     if result.verdict is Verdict.FAILED:

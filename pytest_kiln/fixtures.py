@@ -172,6 +172,14 @@ def openenv_endpoint(
 
 
 @pytest.fixture
+def kiln_capacity_probe(request: pytest.FixtureRequest) -> int | None:
+    """``--kiln-capacity-probe`` (``None``: the suite's default of 64 sessions)."""
+    from pytest_kiln.plugin import kiln_settings
+
+    return kiln_settings(request.config).capacity_probe
+
+
+@pytest.fixture
 def kiln_credential_env(request: pytest.FixtureRequest) -> str | None:
     """The name of the environment variable holding the bearer token, if configured."""
     from pytest_kiln.plugin import kiln_settings

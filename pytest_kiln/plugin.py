@@ -9,6 +9,8 @@ Options (group ``kiln``; each has an ini key, and the command line wins):
 - ``--kiln-oracle NAMES`` (comma-separated oracle server names or ``all``; ini ``kiln_oracle``)
 - ``--kiln-credential-env NAME`` (ini ``kiln_credential_env``)
 - ``--kiln-report PATH`` (ini ``kiln_report``; must not exist yet)
+- ``--kiln-capacity-probe N`` (ini ``kiln_capacity_probe``; sessions the capacity cases
+  open at most, default 64)
 
 State lives in typed stash keys on the config, never in ad-hoc attributes.
 """
@@ -25,6 +27,7 @@ from pytest_kiln.fixtures import (
     MARKER_KWARGS,
     Endpoint,
     EndpointSpec,
+    kiln_capacity_probe,
     kiln_credential_env,
     kiln_oracle_pool,
     kiln_run,
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from pytest_kiln.report import RecordedResult
 
 __all__ = [
+    "kiln_capacity_probe",
     "kiln_credential_env",
     "kiln_oracle_pool",
     "kiln_record",
@@ -53,6 +57,7 @@ URL_OPTION = "--kiln-openenv-url"
 ORACLE_OPTION = "--kiln-oracle"
 CREDENTIAL_OPTION = "--kiln-credential-env"
 REPORT_OPTION = "--kiln-report"
+CAPACITY_PROBE_OPTION = "--kiln-capacity-probe"
 MARKER = "kiln"
 MARKER_DOC = (
     "kiln(*, oracle=NAME, max_sessions=N, faults=[PROFILE, ...]): run this test's "
@@ -68,6 +73,8 @@ class KilnSettings:
     oracles: list[str] = field(default_factory=list)
     credential_env: str | None = None
     report_path: str | None = None
+    #: ``--kiln-capacity-probe``; ``None`` means the suite's default.
+    capacity_probe: int | None = None
     results: list[RecordedResult] = field(default_factory=list)
     report_error: str | None = None
 
@@ -100,12 +107,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="NAME", help="Environment variable holding a bearer token.")
     group.addoption(REPORT_OPTION, dest="kiln_report", default=None, metavar="PATH",
                     help="Write the JSON conformance report here (must not exist).")
+    group.addoption(CAPACITY_PROBE_OPTION, dest="kiln_capacity_probe", default=None,
+                    metavar="N", help="Concurrent sessions the capacity cases open at most "
+                                      "(default 64).")
     parser.addini("kiln_openenv_urls", "OpenEnv servers under test, one per line",
                   type="linelist", default=[])
     parser.addini("kiln_oracle", "Comma-separated oracle servers to start", default="")
     parser.addini("kiln_credential_env", "Environment variable holding a bearer token",
                   default="")
     parser.addini("kiln_report", "JSON conformance report path", default="")
+    parser.addini("kiln_capacity_probe", "Sessions the capacity cases open at most",
+                  default="")
 
 
 def _option(config: pytest.Config, dest: str) -> Any:
@@ -116,16 +128,16 @@ def _option(config: pytest.Config, dest: str) -> Any:
 
 
 def _oracle_names(text: str) -> list[str]:
-    from oracle.inventory import SERVERS
+    from oracle.inventory import ALL_SERVERS, SERVERS
 
     names = [part.strip() for part in text.split(",") if part.strip()]
     if names == ["all"]:
         return list(SERVERS)
-    unknown = [name for name in names if name not in SERVERS]
+    unknown = [name for name in names if name not in ALL_SERVERS]
     if unknown or not names:
         raise pytest.UsageError(
             f"{ORACLE_OPTION}: unknown oracle server {', '.join(map(repr, unknown)) or '(none)'}"
-            f"; known: all, {', '.join(SERVERS)}"
+            f"; known: all, {', '.join(ALL_SERVERS)}"
         )
     return list(dict.fromkeys(names))
 
@@ -140,6 +152,18 @@ def _check_url(url: str) -> str:
         raise pytest.UsageError(f"{URL_OPTION} {url!r}: {exc.rule}") from None
 
 
+def _capacity_probe(value: Any) -> int:
+    from pytest_kiln.cases.model import MAX_CAPACITY_PROBE
+
+    text = str(value).strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_CAPACITY_PROBE:
+        raise pytest.UsageError(
+            f"{CAPACITY_PROBE_OPTION} {text!r}: give a whole number of sessions from 1 to "
+            f"{MAX_CAPACITY_PROBE}"
+        )
+    return int(text)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     settings = kiln_settings(config)
@@ -147,6 +171,8 @@ def pytest_configure(config: pytest.Config) -> None:
     oracle = _option(config, "kiln_oracle")
     settings.oracles = _oracle_names(oracle) if oracle else []
     settings.credential_env = _option(config, "kiln_credential_env")
+    probe = _option(config, "kiln_capacity_probe")
+    settings.capacity_probe = _capacity_probe(probe) if probe is not None else None
     report = _option(config, "kiln_report")
     if report is not None:
         report = os.path.abspath(str(report))

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from oracle.context import DEFAULT_MAX_SESSIONS
 from oracle.faults import FAULT_NAMES, FaultError, parse_faults
-from oracle.inventory import SERVERS, environment_class
+from oracle.inventory import ALL_SERVERS, SERVERS, environment_class
 from oracle.runner import ServerConfig, ServerHandle, serve_forever
 
 oracle_app = typer.Typer(
@@ -124,9 +124,10 @@ def serve(
     ),
 ) -> None:
     """Run one oracle server in the foreground; prints its base URL once /health answers."""
-    if name not in SERVERS:
+    if name not in ALL_SERVERS:
         raise typer.BadParameter(
-            f"unknown oracle server {name!r}; run `kiln-verify oracle list` for the names",
+            f"unknown oracle server {name!r}; run `kiln-verify oracle list` for the names "
+            f"(MCP tool environments: {', '.join(ALL_SERVERS[len(SERVERS):])})",
             param_hint="NAME",
         )
     try:

@@ -115,6 +115,10 @@ class OpenEnvClient:
             trust_env=False,
             headers=headers,
             timeout=httpx.Timeout(self.request_timeout, connect=self.connect_timeout),
+            # Redirects are never followed, so a plain-http client never speaks TLS: skip
+            # building a verifying TLS context (loading the CA bundle costs more CPU than a
+            # whole conformance case). https keeps full verification.
+            verify=self.url.is_https,
         )
 
     @property

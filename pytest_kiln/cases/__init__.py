@@ -13,9 +13,13 @@ note) when the requirement holds, raises :class:`CheckFailed` when it does not, 
 that into a :class:`Verdict` according to the case's :class:`Level`: a failed MUST is
 ``FAILED``, a failed SHOULD ``NON-STRICT``, a failed MAY ``INFORMATIONAL``.
 
-Modules: :mod:`.model` (levels, verdicts, cases, results), :mod:`.context` (what a check
-gets), :mod:`.discovery`, :mod:`.session_checks`, :mod:`.error_checks` and :mod:`.tasks`
-(the checks), :mod:`.inventory` (the ``CASES`` table) and :mod:`.runner` (verdicts).
+Modules: :mod:`.model` (levels, verdicts, cases, results, bounds), :mod:`.context` (what a
+check gets) with :mod:`.acquire` (session slots with capacity retries), :mod:`.actions` and
+:mod:`.patterns` (actions from the schema), :mod:`.frames` and :mod:`.mcp` (raw frames,
+JSON-RPC); the checks in :mod:`.discovery`, :mod:`.session_checks`,
+:mod:`.protocol_checks`, :mod:`.error_checks`, :mod:`.capacity_checks`,
+:mod:`.determinism`, :mod:`.tasks` and :mod:`.mcp_checks`; :mod:`.inventory` (the
+``CASES`` table) and :mod:`.runner` (verdicts).
 
 Nothing here is imported by the plugin module; websockets, httpx and the client are
 imported when a case runs.
@@ -23,15 +27,22 @@ imported when a case runs.
 
 from __future__ import annotations
 
-from pytest_kiln.cases.actions import candidate_actions, sample_value, violating_action
+from pytest_kiln.cases.actions import (
+    ActionBuilder,
+    candidate_actions,
+    sample_value,
+    violating_action,
+)
 from pytest_kiln.cases.context import CaseContext
 from pytest_kiln.cases.inventory import CASES, CASES_BY_ID
 from pytest_kiln.cases.model import (
-    CAPACITY_PROBE_SESSIONS,
+    CAPACITY_PROBE_TIME_S,
     CASE_TIMEOUT_S,
+    DEFAULT_CAPACITY_PROBE,
     DETERMINISM_SEED,
     FRAME_TIMEOUT_S,
     MAX_ACTION_CANDIDATES,
+    MAX_CAPACITY_PROBE,
     MAX_EPISODE_STEPS,
     PROTOCOL_DOC,
     VERDICT_ORDER,
@@ -46,16 +57,19 @@ from pytest_kiln.cases.model import (
 from pytest_kiln.cases.runner import run_case, run_case_async
 
 __all__ = [
-    "CAPACITY_PROBE_SESSIONS",
+    "CAPACITY_PROBE_TIME_S",
     "CASES",
     "CASES_BY_ID",
     "CASE_TIMEOUT_S",
+    "DEFAULT_CAPACITY_PROBE",
     "DETERMINISM_SEED",
     "FRAME_TIMEOUT_S",
     "MAX_ACTION_CANDIDATES",
+    "MAX_CAPACITY_PROBE",
     "MAX_EPISODE_STEPS",
     "PROTOCOL_DOC",
     "VERDICT_ORDER",
+    "ActionBuilder",
     "Case",
     "CaseContext",
     "CaseResult",

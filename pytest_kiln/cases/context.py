@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_kiln.cases.actions import candidate_actions, violating_action
+from pytest_kiln.cases.acquire import admitted_raw, close_raw, reset_session
+from pytest_kiln.cases.actions import ActionBuilder, violating_action
 from pytest_kiln.cases.model import (
-    FRAME_TIMEOUT_S,
+    DEFAULT_CAPACITY_PROBE,
     MAX_ACTION_CANDIDATES,
     CheckFailed,
     NotApplicable,
@@ -18,6 +18,7 @@ from pytest_kiln.cases.model import (
 )
 
 if TYPE_CHECKING:
+    import httpx
     from websockets.asyncio.client import ClientConnection
 
     from kiln_verify.openenv.action_schema import ActionSchema
@@ -50,14 +51,27 @@ def compile_action_schema(document: Any, failure: type[Exception]) -> ActionSche
         raise failure(f"the action schema does not compile ({describe(exc)})") from None
 
 
-class CaseContext:
-    """One case's view of an endpoint; the client is opened lazily and closed by the runner."""
+#: How many built candidates are checked against the schema before giving up.
+MAX_CANDIDATES_TRIED = 64
 
-    def __init__(self, url: str, *, credential_env: str | None = None) -> None:
+
+class CaseContext:
+    """One case's view of an endpoint; the client is opened lazily and closed by the runner.
+
+    ``capacity_retries`` counts the CAPACITY_REACHED refusals the case's acquisitions
+    absorbed, and ``measurements`` holds what a case measured; both reach the report.
+    """
+
+    def __init__(self, url: str, *, credential_env: str | None = None,
+                 capacity_probe: int = DEFAULT_CAPACITY_PROBE) -> None:
         self.url = url
         self.credential_env = credential_env
+        self.capacity_probe = capacity_probe
+        self.capacity_retries = 0
+        self.measurements: dict[str, int | float] = {}
         self._client: OpenEnvClient | None = None
         self._schema: ActionSchema | None = None
+        self._raw_http: httpx.AsyncClient | None = None
 
     async def client(self) -> OpenEnvClient:
         if self._client is None:
@@ -69,10 +83,36 @@ class CaseContext:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
+        if self._raw_http is not None:
+            await self._raw_http.aclose()
+
+    async def raw_http(self) -> httpx.AsyncClient:
+        """An httpx client for requests the OpenEnv client cannot make (a body that is not
+        JSON): no redirects, no proxy from the environment, the bearer header if configured.
+        For a plain-http URL no TLS context is built (that costs more than the request)."""
+        if self._raw_http is None:
+            import httpx
+
+            from pytest_kiln.cases.model import FRAME_TIMEOUT_S
+
+            client = await self.client()
+            self._raw_http = httpx.AsyncClient(
+                follow_redirects=False, trust_env=False, timeout=FRAME_TIMEOUT_S,
+                headers=self.headers(), verify=client.url.is_https,
+            )
+        return self._raw_http
 
     def redact(self, text: str) -> str:
         """``text`` with the bearer token removed (unchanged when no client was opened)."""
         return self._client.redact(text) if self._client is not None else text
+
+    def headers(self) -> dict[str, str] | None:
+        """The bearer header for raw connections, if a credential is configured."""
+        if self.credential_env is None:
+            return None
+        from kiln_verify.openenv.credentials import read_bearer_token
+
+        return read_bearer_token(self.credential_env).headers()
 
     async def action_schema(self) -> ActionSchema:
         """The compiled ``/schema`` action schema (fetched once per case)."""
@@ -83,25 +123,46 @@ class CaseContext:
         return self._schema
 
     @contextlib.asynccontextmanager
-    async def session(self) -> AsyncIterator[Session]:
+    async def session(
+        self, reset: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[tuple[Session, Observation]]:
+        """A fresh session admitted by its first reset (``reset`` is its payload, ``{}`` by
+        default), acquired with capacity retries; yields the session and that observation."""
         client = await self.client()
-        session = await client.open_session()
+        session, observation, retries = await reset_session(client, reset or {})
+        self.capacity_retries += retries
         try:
-            yield session
+            yield session, observation
         finally:
             await session.close()
 
     async def valid_actions(self, observation: Observation | None = None) -> list[dict[str, Any]]:
-        """Distinct schema-valid candidate actions (at most ``MAX_ACTION_CANDIDATES``)."""
+        """Distinct schema-valid candidate actions (at most ``MAX_ACTION_CANDIDATES``).
+
+        When none validates, the case is not applicable, and the message names the schema
+        keyword that stopped the builder, or the one every candidate violated.
+        """
         schema = await self.action_schema()
+        builder = ActionBuilder(schema.schema)
         found: list[dict[str, Any]] = []
-        for action in candidate_actions(schema.schema, observation):
-            if action not in found and not schema.issues(action):
+        first_issue = ""
+        for tried, action in enumerate(builder.candidates(observation)):
+            if tried >= MAX_CANDIDATES_TRIED:
+                break
+            if action in found:
+                continue
+            issues = schema.issues(action)
+            if not issues:
                 found.append(action)
+            elif not first_issue:
+                first_issue = f"; candidates violate {issues[0].describe()}"
             if len(found) >= MAX_ACTION_CANDIDATES:
                 break
         if not found:
-            raise NotApplicable("no schema-valid action could be derived from the action schema")
+            raise NotApplicable(
+                "no schema-valid action could be derived from the action schema"
+                + (builder.stopped_by() or first_issue)
+            )
         return found
 
     async def valid_action(self, observation: Observation | None = None) -> dict[str, Any]:
@@ -141,30 +202,12 @@ class CaseContext:
 
     @contextlib.asynccontextmanager
     async def raw(self) -> AsyncIterator[ClientConnection]:
-        """A raw WebSocket on ``/ws`` (health-checked first, bearer header if configured)."""
-        from websockets.asyncio.client import connect
-
-        from kiln_verify.limits import MAX_SERVER_FRAME_BYTES
-
+        """A raw WebSocket on ``/ws`` whose session answered a ``state`` probe (acquired
+        with capacity retries; bearer header if configured)."""
         client = await self.client()
-        await client.health()
-        headers: dict[str, str] | None = None
-        if self.credential_env is not None:
-            from kiln_verify.openenv.credentials import read_bearer_token
-
-            headers = read_bearer_token(self.credential_env).headers()
-        connection = await connect(
-            client.url.websocket_url,
-            additional_headers=headers,
-            open_timeout=FRAME_TIMEOUT_S,
-            close_timeout=2,
-            max_size=MAX_SERVER_FRAME_BYTES,
-            proxy=None,
-            ping_interval=None,
-            user_agent_header="kiln-verify-conformance",
-        )
+        connection, retries = await admitted_raw(client, self.headers())
+        self.capacity_retries += retries
         try:
             yield connection
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(connection.close(), 2.0)
+            await close_raw(connection)

@@ -1,22 +1,10 @@
-"""Error-path checks: malformed frames, schema violations and the session limit."""
+"""Error-path checks: malformed frames, schema violations and the error frame itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pytest_kiln.cases.context import CaseContext, guard
-from pytest_kiln.cases.frames import exchange, expect_closed, expect_error
-from pytest_kiln.cases.model import (
-    CAPACITY_PROBE_SESSIONS,
-    CheckFailed,
-    NotApplicable,
-    describe,
-    protocol_code,
-)
-
-if TYPE_CHECKING:
-    from kiln_verify.errors import TerminalProtocolError
-    from kiln_verify.openenv.session import Session
+from pytest_kiln.cases.frames import exchange, expect_closed, expect_error, recv_object
+from pytest_kiln.cases.model import CheckFailed, describe, protocol_code
 
 
 async def _recoverable(ctx: CaseContext, text: str, code: str) -> str | None:
@@ -37,11 +25,37 @@ async def check_unknown_type(ctx: CaseContext) -> str | None:
     return await _recoverable(ctx, '{"type":"kiln-conformance-unknown"}', "UNKNOWN_TYPE")
 
 
+async def check_missing_type(ctx: CaseContext) -> str | None:
+    return await _recoverable(ctx, "{}", "UNKNOWN_TYPE")
+
+
+async def check_step_without_data(ctx: CaseContext) -> str | None:
+    return await _recoverable(ctx, '{"type":"step"}', "VALIDATION_ERROR")
+
+
+async def check_envelope_extra_key(ctx: CaseContext) -> str | None:
+    return await _recoverable(ctx, '{"type":"state","data":{}}', "VALIDATION_ERROR")
+
+
+async def check_error_frame_shape(ctx: CaseContext) -> str | None:
+    async with ctx.raw() as ws:
+        frame = await exchange(ws, "not json")
+    extra = sorted(set(frame) - {"type", "data"})
+    data = frame.get("data")
+    if frame.get("type") != "error" or not isinstance(data, dict):
+        raise CheckFailed("a frame that is not JSON was not answered with an error frame")
+    if extra:
+        raise CheckFailed(f"the error frame has keys besides type and data: {extra[:4]}")
+    for key in ("message", "code"):
+        if not isinstance(data.get(key), str):
+            raise CheckFailed(f"the error frame's data lacks a string {key!r}")
+    return None
+
+
 async def check_validation_error(ctx: CaseContext) -> str | None:
     from kiln_verify.errors import RecoverableProtocolError
 
-    async with ctx.session() as session:
-        observation = await guard(session.reset(), "reset")
+    async with ctx.session() as (session, observation):
         action = await ctx.invalid_action(observation)
         try:
             await session.step(action)
@@ -64,33 +78,9 @@ async def check_session_error(ctx: CaseContext) -> str | None:
     return None
 
 
-def _capacity_reached(exc: TerminalProtocolError, opened: int) -> str:
-    """The detail for a terminal error on session ``opened``; it must be CAPACITY_REACHED."""
-    if protocol_code(exc) != "CAPACITY_REACHED":
-        raise CheckFailed(f"session {opened} failed: {describe(exc)}") from None
-    if exc.error.max_sessions is None or exc.error.active_sessions is None:
-        raise CheckFailed("CAPACITY_REACHED lacks active_sessions/max_sessions") from None
-    return f"CAPACITY_REACHED at session {opened} (max {exc.error.max_sessions})"
-
-
-async def check_capacity(ctx: CaseContext) -> str | None:
-    from kiln_verify.errors import KilnError, TerminalProtocolError
-
-    client = await ctx.client()
-    sessions: list[Session] = []
-    try:
-        for opened in range(1, CAPACITY_PROBE_SESSIONS + 1):
-            session = await guard(client.open_session(), "opening a session")
-            sessions.append(session)
-            try:
-                await session.state()
-            except KilnError as exc:
-                if not isinstance(exc, TerminalProtocolError):
-                    raise CheckFailed(f"session {opened} failed: {describe(exc)}") from None
-                return _capacity_reached(exc, opened)
-    finally:
-        for session in sessions:
-            await session.close()
-    raise NotApplicable(
-        f"{CAPACITY_PROBE_SESSIONS} concurrent sessions were admitted; capacity not provokable"
-    )
+async def check_binary_frame(ctx: CaseContext) -> str | None:
+    async with ctx.raw() as ws:
+        await ws.send(b'{"type":"state"}')
+        expect_error(await recv_object(ws, "the reply to a binary frame"), "SESSION_ERROR")
+        await expect_closed(ws, "after SESSION_ERROR (it is terminal)")
+    return None

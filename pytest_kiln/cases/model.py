@@ -16,8 +16,23 @@ PROTOCOL_DOC = "openenv-wire-protocol.md"
 FRAME_TIMEOUT_S = 5.0
 #: Seconds a whole case may take.
 CASE_TIMEOUT_S = 60.0
-#: How many concurrent sessions ``capacity.capacity-reached`` opens at most.
-CAPACITY_PROBE_SESSIONS = 8
+#: How many concurrent sessions the capacity cases open at most (``--kiln-capacity-probe``).
+#: Well above OpenEnv's documented defaults (1 for ``create_app``, 8 for echo_env's
+#: ``MAX_CONCURRENT_ENVS``), so a default deployment reaches its limit.
+DEFAULT_CAPACITY_PROBE = 64
+#: The largest ``--kiln-capacity-probe`` accepted (each session is a socket held open).
+MAX_CAPACITY_PROBE = 1024
+#: Seconds the capacity probe may spend opening sessions before it reports what it saw.
+CAPACITY_PROBE_TIME_S = 30.0
+#: Seconds a case waits for a session slot (CAPACITY_REACHED retries with the collector's
+#: backoff) before it gives up: long enough for any server to release the slot of the
+#: suite's own previous case.
+SESSION_WAIT_S = 10.0
+#: ``capacity.slot-release``: a closed session's slot must be free again within this...
+SLOT_RELEASE_BOUND_S = 1.0
+#: ...and the measurement polls for at most this long, every ``SLOT_RELEASE_POLL_S``.
+SLOT_RELEASE_WAIT_S = 5.0
+SLOT_RELEASE_POLL_S = 0.01
 #: How many steps ``post-done.frozen`` plays before giving up on reaching ``done``.
 MAX_EPISODE_STEPS = 200
 #: How many distinct schema-valid actions a step check tries.
@@ -67,9 +82,12 @@ class CaseResult:
     verdict: Verdict
     detail: str
     duration_s: float
+    #: Numbers a case measured (admitted sessions, slot-release latency, capacity retries);
+    #: written to the report only when there are any.
+    measurements: dict[str, int | float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        row: dict[str, Any] = {
             "case": self.case_id,
             "level": self.level.value,
             "clause": self.clause,
@@ -77,6 +95,9 @@ class CaseResult:
             "detail": self.detail,
             "duration_s": round(self.duration_s, 4),
         }
+        if self.measurements:
+            row["measurements"] = dict(sorted(self.measurements.items()))
+        return row
 
 
 Check = Callable[["CaseContext"], Awaitable[str | None]]

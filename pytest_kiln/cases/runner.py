@@ -9,6 +9,7 @@ import time
 from pytest_kiln.cases.context import CaseContext
 from pytest_kiln.cases.model import (
     CASE_TIMEOUT_S,
+    DEFAULT_CAPACITY_PROBE,
     FAILURE_VERDICT,
     Case,
     CaseResult,
@@ -20,10 +21,11 @@ from pytest_kiln.cases.model import (
 
 
 async def run_case_async(
-    case: Case, url: str, *, credential_env: str | None = None, timeout: float = CASE_TIMEOUT_S
+    case: Case, url: str, *, credential_env: str | None = None, timeout: float = CASE_TIMEOUT_S,
+    capacity_probe: int = DEFAULT_CAPACITY_PROBE,
 ) -> CaseResult:
     started = time.monotonic()
-    ctx = CaseContext(url, credential_env=credential_env)
+    ctx = CaseContext(url, credential_env=credential_env, capacity_probe=capacity_probe)
     failed = FAILURE_VERDICT[case.level]
     verdict = Verdict.OK
     detail = ""
@@ -41,12 +43,17 @@ async def run_case_async(
     finally:
         with contextlib.suppress(Exception):
             await ctx.aclose()
+    measurements = dict(ctx.measurements)
+    if ctx.capacity_retries:
+        measurements["capacity_retries"] = ctx.capacity_retries
     return CaseResult(case.id, case.level, case.clause, verdict, ctx.redact(detail),
-                      time.monotonic() - started)
+                      time.monotonic() - started, measurements)
 
 
 def run_case(
-    case: Case, url: str, *, credential_env: str | None = None, timeout: float = CASE_TIMEOUT_S
+    case: Case, url: str, *, credential_env: str | None = None, timeout: float = CASE_TIMEOUT_S,
+    capacity_probe: int = DEFAULT_CAPACITY_PROBE,
 ) -> CaseResult:
     """Run one case on a fresh event loop (pytest-asyncio is not needed)."""
-    return asyncio.run(run_case_async(case, url, credential_env=credential_env, timeout=timeout))
+    return asyncio.run(run_case_async(case, url, credential_env=credential_env, timeout=timeout,
+                                      capacity_probe=capacity_probe))

@@ -76,12 +76,6 @@ CONNECTION_CLOSE_500 = (
     "connection after Starlette re-raises. Both close the connection (see "
     "test_connection_after_a_500)"
 )
-MCP_SESSIONS_GAP = (
-    "oracle difference (documented in oracle/jsonrpc.py as not reproduced): POST /mcp "
-    "`openenv/session/create` answers -32601 Method not found; openenv 0.10.0 creates an MCP "
-    "session (result.session_id, holding a capacity slot until `openenv/session/close`) "
-    "that a WebSocket can attach to with /ws?session_id=..."
-)
 
 
 # -- discovery --------------------------------------------------------------------------------
@@ -462,7 +456,6 @@ def test_connection_after_a_500(pairs: dict[str, Pair], body: bytes, status: byt
     assert _connection_state_after(pair.ours, body) == theirs
 
 
-@pytest.mark.xfail(strict=True, reason=MCP_SESSIONS_GAP)
 def test_mcp_http_session_lifecycle(http: httpx.Client, pairs: dict[str, Pair]) -> None:
     create = {"jsonrpc": "2.0", "method": "openenv/session/create", "id": 1}
 

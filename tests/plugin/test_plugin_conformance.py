@@ -35,6 +35,52 @@ def test_inventory_ids_are_stable_and_well_formed() -> None:
     ):
         assert required in CASE_IDS
     assert CASES_BY_ID["determinism.reset-same-seed"].level is Level.SHOULD
+    assert len(CASES) >= 35
+
+
+#: The first inventory's ids with their levels and clauses: an id is never renamed,
+#: re-levelled or pointed at another clause.
+FIRST_INVENTORY: dict[str, tuple[str, str]] = {
+    "health.status-200": ("MUST", "§1"),
+    "discovery.metadata-shape": ("MUST", "§3"),
+    "discovery.schema-shape": ("MUST", "§3"),
+    "discovery.list-environments": ("SHOULD", "§3"),
+    "discovery.openapi": ("SHOULD", "§1"),
+    "discovery.identity": ("SHOULD", "§8"),
+    "schema.action-valid-json-schema": ("MUST", "§3"),
+    "ws.reset-observation": ("MUST", "§2.3"),
+    "ws.step-observation": ("MUST", "§2.3"),
+    "ws.state": ("MUST", "§2.2"),
+    "ws.close-no-reply": ("MUST", "§2.1"),
+    "ws.ping": ("MUST", "§2.5"),
+    "error.invalid-json": ("MUST", "§2.4"),
+    "error.unknown-type": ("MUST", "§2.4"),
+    "error.validation-error": ("MUST", "§2.4"),
+    "error.session-error-non-object": ("MUST", "§2.4"),
+    "capacity.capacity-reached": ("MUST", "§2.4"),
+    "reward.typed": ("MUST", "§5"),
+    "determinism.reset-same-seed": ("SHOULD", "§6"),
+    "post-done.frozen": ("SHOULD", "§5"),
+    "task-api.catalog-or-501": ("MUST", "§4"),
+}
+
+
+def test_first_inventory_ids_keep_their_level_and_clause() -> None:
+    for case_id, (level, section) in FIRST_INVENTORY.items():
+        case = CASES_BY_ID[case_id]
+        assert case.level.value == level, case_id
+        assert case.clause.endswith(section), case_id
+
+
+def test_the_docs_table_is_the_inventory() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conformance.md").read_text()
+    levels = (" | MUST | ", " | SHOULD | ", " | MAY | ")
+    rows = [line for line in text.splitlines()
+            if line.startswith("| `") and any(level in line for level in levels)]
+    expected = [f"| `{c.id}` | {c.level.value} | {c.clause} | {c.requirement} |" for c in CASES]
+    assert rows == expected
 
 
 def test_must_cases_pass_on_several_oracles(pytester: pytest.Pytester) -> None:

@@ -72,7 +72,7 @@ def test_autoload_on_registers_the_entry_point(
 ) -> None:
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     result = pytester.runpytest_subprocess(
-        "--kiln-oracle", "counter", "-k", "ws.state", *CONFORMANCE
+        "--kiln-oracle", "counter", "-k", "ws.state and not shape", *CONFORMANCE
     )
     result.assert_outcomes(passed=1)
 
@@ -137,5 +137,7 @@ def test_bad_marker_is_a_usage_error(pytester: pytest.Pytester, marker: str, mes
 
 def test_ini_keys_configure_the_run(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nkiln_oracle = counter\n")
-    result = pytester.runpytest_subprocess("-p", "kiln", "-k", "ws.reset", *CONFORMANCE)
+    result = pytester.runpytest_subprocess(
+        "-p", "kiln", "-k", "ws.reset and observation", *CONFORMANCE
+    )
     result.assert_outcomes(passed=1)

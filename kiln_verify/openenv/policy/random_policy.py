@@ -1,9 +1,12 @@
 """The ``random`` policy: a uniformly random legal or schema-valid action, seeded per step.
 
 All randomness comes from ``random.Random(request.generation_seed)``, so the same seed
-always gives the same action text. When the observation lists non-empty ``legal_actions``
-one of them is chosen uniformly: an object item is the action itself; any other item is
-the value of the schema's single required property. Otherwise a value is sampled from the
+always gives the same action text. When the observation lists legal moves (``legal_actions``,
+``legal_moves`` or ``valid_actions``, at the top level or in ``metadata``; see
+:mod:`.legal_moves`) one of them is chosen uniformly: an object item is the action itself;
+any other item is the value of the schema's single required property (a schema ``enum`` on
+that property is the same kind of list, and is sampled uniformly). Otherwise a value is
+sampled from the
 action schema: only required properties (never ``metadata``), ``const``, ``enum``,
 ``anyOf``/``oneOf`` (one branch), ``allOf`` (the first object branch), local ``$ref``,
 integers within ``minimum``/``maximum`` (default 0..9), numbers in [min, max] (default
@@ -19,6 +22,7 @@ from typing import Any
 
 from kiln_verify.core.jsonenc import dumps_compact
 from kiln_verify.openenv.policy.base import BehaviorPolicyIdentity, PolicyRequest, PolicyResponse
+from kiln_verify.openenv.policy.legal_moves import legal_moves
 
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 _MAX_DEPTH = 8
@@ -156,11 +160,11 @@ def random_action(action_schema: Any, observation: Any, seed: int) -> dict[str, 
     root = action_schema if isinstance(action_schema, dict) else {}
     node = _resolve(root, root)
     node = node if isinstance(node, dict) else {}
-    legal = observation.get("legal_actions") if isinstance(observation, dict) else None
+    legal = legal_moves(observation)
     required = node.get("required")
     names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else []
     names = [n for n in names if n not in _SKIPPED_PROPERTIES]
-    if isinstance(legal, list) and legal:
+    if legal:
         choice = rng.choice(legal)
         if isinstance(choice, dict):
             return dict(choice)

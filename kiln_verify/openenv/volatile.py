@@ -1,0 +1,165 @@
+"""Which ``State`` fields are per-session identity, and how to compare states that carry them.
+
+OpenEnv's ``State`` contract has exactly one per-session identifier: ``episode_id``
+(``step_count`` is episode progress, everything else is environment state). OpenEnv's own
+template (``openenv init``) and most real environments give it a fresh ``uuid4()`` on
+every reset unless the reset payload names one, so two sessions that play the same game
+with the same seed still disagree there. An exact comparison would report that as drift
+and no re-collection could ever cure it.
+
+The rule, used by live replay, by the collector's group check and by the conformance
+suite's determinism case:
+
+- a field of :data:`VOLATILE_STATE_FIELDS` is *volatile* when the effective reset payload
+  did not set it (the key is absent or ``null``); a volatile field is compared by
+  presence and JSON type only, never by value;
+- when the payload sets it (``{"episode_id": "run-7"}``), the server was told what to
+  store, and the field is compared exactly like every other field;
+- ``strict=True`` turns the rule off: everything is compared exactly.
+
+What it cannot detect: an environment that *should* have echoed a caller's episode id but
+invents its own is still caught (the payload set it, so it is exact), but an environment
+whose ``episode_id`` leaks hidden per-episode state (say, the seed of a game it did not
+derive from the reset ``seed``) is indistinguishable from a uuid and passes.
+
+The comparison itself is :func:`kiln_verify.openenv.replay.compare.first_difference`
+(type-strict at every depth: ``1``, ``1.0`` and ``true`` differ); this module only masks
+the volatile fields before it runs, so both share one definition of "equal".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from kiln_verify.openenv.replay.compare import Difference
+
+__all__ = [
+    "VOLATILE_STATE_FIELDS",
+    "StateComparison",
+    "VolatileValue",
+    "compare_states",
+    "json_type",
+    "mask_volatile",
+    "volatile_state_fields",
+]
+
+#: The OpenEnv ``State`` fields that identify a session rather than describe a game.
+VOLATILE_STATE_FIELDS: Final[tuple[str, ...]] = ("episode_id",)
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a parsed JSON value (``boolean`` is not ``integer``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _payload_sets(reset_payload: Mapping[str, Any] | None, name: str) -> bool:
+    return reset_payload is not None and reset_payload.get(name) is not None
+
+
+def volatile_state_fields(
+    reset_payload: Mapping[str, Any] | None,
+    state: Any = None,
+    *,
+    strict: bool = False,
+) -> tuple[str, ...]:
+    """The identity fields that ``reset_payload`` did not set, in contract order.
+
+    With ``state`` (a parsed state object), only the fields that state carries are
+    returned, which is what a report lists; without it, every field the rule would mask.
+    ``strict=True`` always returns ``()``.
+    """
+    if strict:
+        return ()
+    fields = tuple(name for name in VOLATILE_STATE_FIELDS if not _payload_sets(reset_payload, name))
+    if state is None:
+        return fields
+    if not isinstance(state, dict):
+        return ()
+    return tuple(name for name in fields if name in state)
+
+
+@dataclass(frozen=True, slots=True)
+class VolatileValue:
+    """Stands in for a volatile field's value: equal to another exactly when the types are."""
+
+    type: str
+
+    def __repr__(self) -> str:
+        return f"<volatile {self.type}>"
+
+
+def mask_volatile(state: Any, fields: tuple[str, ...]) -> Any:
+    """A shallow copy of ``state`` whose ``fields`` hold :class:`VolatileValue` markers.
+
+    Absent fields stay absent (presence is still compared); a non-object ``state`` is
+    returned unchanged.
+    """
+    if not isinstance(state, dict) or not fields:
+        return state
+    masked = dict(state)
+    for name in fields:
+        if name in masked:
+            masked[name] = VolatileValue(json_type(masked[name]))
+    return masked
+
+
+@dataclass(frozen=True, slots=True)
+class StateComparison:
+    """The result of :func:`compare_states`.
+
+    ``volatile`` lists the fields compared by presence and type only (those present on
+    either side); ``difference`` is the first type-strict difference, ``None`` if equal.
+    """
+
+    volatile: tuple[str, ...]
+    difference: Difference | None
+
+    @property
+    def equal(self) -> bool:
+        return self.difference is None
+
+
+def compare_states(
+    expected: Any,
+    actual: Any,
+    *,
+    reset_payload: Mapping[str, Any] | None,
+    strict: bool = False,
+    path: str = "state",
+) -> StateComparison:
+    """Compare two parsed states under the volatile-identity rule.
+
+    ``reset_payload`` is the effective payload of the reset both states followed (the
+    same for both sides: a recorded reset and its replay, or two candidates of a group).
+    ``path`` prefixes the reported difference (``final_state.episode_id``, say).
+    """
+    from kiln_verify.openenv.replay.compare import first_difference
+
+    fields = volatile_state_fields(reset_payload, strict=strict)
+    present = tuple(
+        name
+        for name in fields
+        if (isinstance(expected, dict) and name in expected)
+        or (isinstance(actual, dict) and name in actual)
+    )
+    difference = first_difference(
+        mask_volatile(expected, present), mask_volatile(actual, present), path
+    )
+    return StateComparison(present, difference)

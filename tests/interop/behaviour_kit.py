@@ -1,0 +1,66 @@
+"""The behaviour peers (`behaviour_peers.py`) as a session fixture, and a suite runner.
+
+One child process hosts every peer (the openenv import is paid once); it exits with this
+process (its stdin is a pipe from here). Import the fixture into a test module with
+``from tests.interop.behaviour_kit import behaviour_urls  # noqa: F401``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks._common import PEER_START_TIMEOUT_S, start_server_process
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "interop" / "behaviour_peers.py"
+#: peer name -> `max_concurrent_envs` (`slow-single` ignores it: openenv's default of 1).
+LINE_UP: dict[str, int] = {
+    "slow-single": 1,
+    "uuid-episodes": 4,
+    "min-items": 4,
+    "hidden-state": 4,
+    "toolbox": 4,
+}
+
+
+@pytest.fixture(scope="session")
+def behaviour_urls() -> Iterator[dict[str, str]]:
+    """The behaviour peers' base URLs, keyed as in `LINE_UP`."""
+    argv = [sys.executable, str(SCRIPT), "--exit-on-stdin-eof",
+            *(f"{name}:{limit}" for name, limit in LINE_UP.items())]
+    server = start_server_process(argv, label="openenv-behaviours", expected_urls=len(LINE_UP),
+                                  timeout_s=PEER_START_TIMEOUT_S * 2, keep_stdin_open=True)
+    try:
+        yield dict(zip(LINE_UP, server.urls, strict=True))
+    finally:
+        server.stop()
+
+
+def run_suite(urls: Sequence[str], report: Path, *extra: str,
+              timeout: float = 600) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`pytest -p kiln --kiln-openenv-url ... --pyargs pytest_kiln.conformance`, in a child."""
+    command = [sys.executable, "-m", "pytest", "-p", "kiln", "-p", "no:cacheprovider", "-q",
+               "--kiln-report", str(report), *extra]
+    for url in urls:
+        command += ["--kiln-openenv-url", url]
+    command += ["--pyargs", "pytest_kiln.conformance"]
+    process = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                             check=False)
+    assert report.is_file(), process.stdout[-4000:] + process.stderr[-4000:]
+    data: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    return process, data
+
+
+def rows_by_endpoint(report: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """endpoint url -> case id -> report row."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in report["results"]:
+        found.setdefault(row["url"], {})[row["case"]] = row
+    return found
