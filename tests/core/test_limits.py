@@ -30,7 +30,10 @@ def test_bounds_are_positive_numbers() -> None:
 
 def test_bound_names_say_what_they_bound() -> None:
     for name in _bounds():
-        assert name.startswith(("MAX_", "HASH_", "HTTP_", "KEEP_ALIVE_", "CAPACITY_BACKOFF_")), name
+        assert name.startswith(
+            ("MAX_", "HASH_", "HTTP_", "KEEP_ALIVE_", "CAPACITY_BACKOFF_", "DEFAULT_",
+             "POLICY_RETRY_", "PROGRESS_")  # fmt: skip
+        ), name
 
 
 def test_every_bound_is_documented() -> None:
