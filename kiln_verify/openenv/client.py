@@ -151,9 +151,11 @@ class OpenEnvClient:
                     status = response.status_code
                     if 300 <= status < 400:
                         location = self.redact(response.headers.get("location", ""))
-                        raise EnvironmentRedirect(
+                        redirect = EnvironmentRedirect(
                             f"{where} answered {status} redirecting to {snippet(location)}"
                         )
+                        redirect.http_status = status
+                        raise redirect
                     body = await self._read_capped(response, where)
         except TimeoutError:
             raise EnvironmentTimeout(
@@ -167,7 +169,9 @@ class OpenEnvClient:
             ) from None
         check_reflection(self._token, body, f"the response to {where}")
         if status != 200 and status not in allow:
-            raise EnvironmentHttpStatus(f"{where} answered HTTP {status}, expected 200")
+            refused = EnvironmentHttpStatus(f"{where} answered HTTP {status}, expected 200")
+            refused.http_status = status
+            raise refused
         return status, body
 
     async def _read_capped(self, response: httpx.Response, where: str) -> bytes:
@@ -252,9 +256,11 @@ class OpenEnvClient:
                 user_agent_header="kiln-verify",
             )
         except InvalidStatus as exc:
-            raise EnvironmentHttpStatus(
+            refused = EnvironmentHttpStatus(
                 f"the WebSocket upgrade answered HTTP {exc.response.status_code}"
-            ) from None
+            )
+            refused.http_status = exc.response.status_code
+            raise refused from None
         except TimeoutError:
             raise EnvironmentTimeout(
                 f"the WebSocket upgrade took longer than {self.connect_timeout:g} s"
