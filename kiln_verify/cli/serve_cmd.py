@@ -1,0 +1,77 @@
+"""`kiln-verify serve`: the control plane (server-owned rollout runs) on uvicorn.
+
+With no ``--config`` it listens on loopback port 8420, keeps its state in
+``$XDG_STATE_HOME/kiln-verify`` (``~/.local/state/kiln-verify``), accepts loopback
+environment URLs only and plays adapter ``base`` with the ``random`` policy. ``--host``,
+``--port`` and ``--state-dir`` override the file's ``[server]`` table. Once listening it
+prints one line naming the URL and the state directory; SIGINT or SIGTERM stop it (runs
+that were active fail with ``run_interrupted`` at the next start).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kiln_verify.errors import KilnError
+
+__all__ = ["serve_app"]
+
+serve_app = typer.Typer(
+    name="serve",
+    help="Serve the control plane: server-owned OpenEnv rollout runs over HTTP.",
+    invoke_without_command=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@serve_app.callback(invoke_without_command=True)
+def serve_command(
+    config: Annotated[
+        str | None, typer.Option("--config", help="TOML server configuration file.")
+    ] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Listen address.")] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", min=0, max=65535, help="Listen port (0: any free).")
+    ] = None,
+    state_dir: Annotated[
+        str | None, typer.Option("--state-dir", help="Directory holding .openenv/runs/.")
+    ] = None,
+) -> None:
+    """Serve the control plane until interrupted."""
+    from kiln_verify.control.config import load_config
+    from kiln_verify.server.runner import serve_forever
+
+    try:
+        settings = load_config(config)
+    except KilnError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    overrides: dict[str, object] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    if state_dir is not None:
+        overrides["state_dir"] = Path(state_dir)
+    settings = dataclasses.replace(settings, **overrides)
+
+    def ready(url: str) -> None:
+        print(f"kiln-verify serve: listening on {url} (state {settings.state_dir})", flush=True)
+
+    try:
+        serve_forever(settings, ready)
+    except OSError as exc:
+        typer.echo(
+            f"error: cannot listen on {settings.host}:{settings.port}: {exc.strerror}", err=True
+        )
+        raise typer.Exit(1) from None
+    except KilnError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    sys.stdout.flush()

@@ -1,0 +1,160 @@
+"""``openenv artifact RUN_ID KIND --output PATH``: a verified download (contract §11).
+
+1. Read the run's status first; accept only a manifest entry with exactly ``kind``, whose
+   ``url`` is the relative same-origin ``/v1/openenv/runs/<run-id>/artifacts/<kind>``,
+   with a well-formed lower-case digest and at most ``MAX_OPENENV_DATASET_BYTES``.
+2. Refuse an existing ``--output`` before any download unless ``--force``.
+3. ``GET`` that URL with ``Accept-Encoding: identity`` (redirects are never followed) and
+   require, before reading the body: status 200, ``Content-Length`` equal to the manifest,
+   a strong ``ETag`` equal to the quoted manifest digest, ``Cache-Control`` with
+   ``private`` and ``no-store``, ``X-Content-Type-Options: nosniff``, no content coding.
+4. Stream the raw body into a private staging file beside the destination, counting
+   (never past the manifest's size) and hashing; a short, long or different body fails.
+5. Only then fsync and publish: no-clobber, or an atomic replacement with ``--force``.
+   Any failure leaves no output and removes the staging file.
+
+The receipt (``kiln.openenv-artifact-download.v1``) names the run, kind, relative URL,
+output path, digest and size; never the server's base URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import IO, Final
+
+import httpx
+
+from kiln_verify.control.client import ControlClient, check_run_id
+from kiln_verify.control.status import RunArtifact
+from kiln_verify.core.publish import publish_stream
+from kiln_verify.errors import (
+    ArtifactBodyInvalid,
+    ArtifactHeadersInvalid,
+    ArtifactManifestInvalid,
+    ControlTransport,
+    PathNotDirectory,
+    SymlinkRefused,
+    TargetExists,
+    snippet,
+)
+from kiln_verify.limits import HASH_CHUNK_BYTES, MAX_OPENENV_DATASET_BYTES
+from kiln_verify.openenv.records.reports import ARTIFACT_DOWNLOAD_SCHEMA, ArtifactDownloadReceipt
+
+__all__ = ["download_artifact", "expected_url"]
+
+_IDENTITY: Final = {"accept-encoding": "identity"}
+
+
+def expected_url(run_id: str, kind: str) -> str:
+    return f"/v1/openenv/runs/{run_id}/artifacts/{kind}"
+
+
+def _entry(client: ControlClient, run_id: str, kind: str) -> RunArtifact:
+    status = client.status(run_id)
+    entry = status.artifact(kind)
+    if entry is None:
+        listed = ", ".join(item.kind for item in status.artifacts or ()) or "none"
+        raise ArtifactManifestInvalid(
+            f"run {run_id} lists no artifact of kind {snippet(kind)} (listed: {listed}; "
+            f"state {status.state})"
+        )
+    if entry.url != expected_url(status.run_id, kind) or status.run_id != run_id:
+        raise ArtifactManifestInvalid(
+            f"the manifest URL of {kind} is {snippet(entry.url)}, not the relative "
+            f"same-origin {expected_url(run_id, kind)}"
+        )
+    if entry.bytes > MAX_OPENENV_DATASET_BYTES:
+        raise ArtifactManifestInvalid(
+            f"the manifest declares {entry.bytes} bytes, more than MAX_OPENENV_DATASET_BYTES = "
+            f"{MAX_OPENENV_DATASET_BYTES}"
+        )
+    return entry
+
+
+def _check_destination(output: str, force: bool) -> None:
+    parent = os.path.dirname(os.path.abspath(output)) or "."
+    if os.path.islink(parent) or not os.path.isdir(parent):
+        raise PathNotDirectory("the output's directory must exist and be a directory", path=output)
+    if os.path.islink(output):
+        raise SymlinkRefused("the output is a symbolic link", path=output)
+    if os.path.lexists(output) and not force:
+        raise TargetExists(
+            "the output already exists and is never replaced without --force", path=output
+        )
+
+
+def _check_headers(response: httpx.Response, entry: RunArtifact) -> None:
+    headers = response.headers
+    problems: list[str] = []
+    if response.status_code != 200:
+        problems.append(f"status {response.status_code}, not 200")
+    length = headers.get("content-length")
+    if length is None or not length.isdigit() or int(length) != entry.bytes:
+        problems.append(f"Content-Length {snippet(length)} is not the manifest's {entry.bytes}")
+    if "transfer-encoding" in headers:
+        problems.append("a Transfer-Encoding was used")
+    etag = headers.get("etag")
+    if etag != f'"{entry.sha256}"':
+        problems.append(f"ETag {snippet(etag)} is not the strong quoted manifest digest")
+    directives = {
+        part.strip().lower() for part in headers.get("cache-control", "").split(",") if part
+    }
+    if not {"private", "no-store"} <= directives:
+        problems.append("Cache-Control lacks private and no-store")
+    if headers.get("x-content-type-options", "").strip().lower() != "nosniff":
+        problems.append("X-Content-Type-Options is not nosniff")
+    coding = headers.get("content-encoding", "identity").strip().lower()
+    if coding not in ("", "identity"):
+        problems.append(f"the body has content coding {snippet(coding)}")
+    if problems:
+        raise ArtifactHeadersInvalid(f"the {entry.kind} response: " + "; ".join(problems))
+
+
+def download_artifact(
+    client: ControlClient, run_id: str, kind: str, output: str, *, force: bool = False
+) -> ArtifactDownloadReceipt:
+    """Download, verify and publish one artifact; its receipt (see the module docstring)."""
+    run_id = check_run_id(run_id)
+    entry = _entry(client, run_id, kind)
+    _check_destination(output, force)
+
+    def fill(stream: IO[bytes]) -> None:
+        hasher = hashlib.sha256()
+        received = 0
+        with client.stream("GET", entry.url, headers=_IDENTITY) as response:
+            _check_headers(response, entry)
+            try:
+                for chunk in response.iter_raw(HASH_CHUNK_BYTES):
+                    received += len(chunk)
+                    if received > entry.bytes:
+                        raise ArtifactBodyInvalid(
+                            f"the {kind} body is longer than the manifest's {entry.bytes} bytes"
+                        )
+                    hasher.update(chunk)
+                    stream.write(chunk)
+            except httpx.HTTPError as exc:
+                raise ArtifactBodyInvalid(
+                    f"the {kind} body broke off after {received} of {entry.bytes} bytes "
+                    f"({type(exc).__name__})"
+                ) from None
+        if received != entry.bytes:
+            raise ArtifactBodyInvalid(
+                f"the {kind} body has {received} bytes, the manifest {entry.bytes}"
+            )
+        if "sha256:" + hasher.hexdigest() != entry.sha256:
+            raise ArtifactBodyInvalid(f"the {kind} body's SHA-256 differs from the manifest")
+
+    try:
+        publish_stream(output, fill, replace=force)
+    except ControlTransport as exc:
+        raise ArtifactBodyInvalid(f"the {kind} download failed: {exc.rule}") from None
+    return ArtifactDownloadReceipt(
+        schema=ARTIFACT_DOWNLOAD_SCHEMA,
+        run_id=run_id,
+        kind=kind,
+        source_url=entry.url,
+        output_path=output,
+        sha256=entry.sha256,
+        bytes=entry.bytes,
+    )
