@@ -52,14 +52,12 @@ def serve_command(
     except KilnError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
-    overrides: dict[str, object] = {}
-    if host is not None:
-        overrides["host"] = host
-    if port is not None:
-        overrides["port"] = port
-    if state_dir is not None:
-        overrides["state_dir"] = Path(state_dir)
-    settings = dataclasses.replace(settings, **overrides)
+    settings = dataclasses.replace(
+        settings,
+        host=settings.host if host is None else host,
+        port=settings.port if port is None else port,
+        state_dir=settings.state_dir if state_dir is None else Path(state_dir),
+    )
 
     def ready(url: str) -> None:
         print(f"kiln-verify serve: listening on {url} (state {settings.state_dir})", flush=True)

@@ -54,6 +54,7 @@ __all__ = [
     "RUN_ID",
     "ControlClient",
     "check_run_id",
+    "error_from_body",
     "load_run_request",
     "outcome_error",
 ]
@@ -122,6 +123,27 @@ def outcome_error(status: OpenEnvRunStatus) -> RunEndedUnsuccessfully | None:
     return RunEndedUnsuccessfully(
         f"run {status.run_id} ended {status.state}: {status.error or 'no reason given'}"
     )
+
+
+def error_from_body(where: str, status: int, body: bytes) -> ControlHttpStatus:
+    """``control_http_status`` for a refusal, with the server's typed ``error`` if any."""
+    code = message = hint = None
+    try:
+        document = loads(body, max_bytes=MAX_CONTROL_RESPONSE_BYTES)
+        detail = document.get("error") if isinstance(document, dict) else None
+        if isinstance(detail, dict):
+            code, message, hint = (detail.get(k) for k in ("code", "message", "hint"))
+    except KilnError:
+        pass
+    text = f"{where} answered HTTP {status}"
+    if isinstance(code, str):
+        text += f" {snippet(code)}"
+    if isinstance(message, str):
+        text += f": {message[:1024]}"
+    error = ControlHttpStatus(text, hint=hint[:512] if isinstance(hint, str) else None)
+    error.http_status = status
+    error.server_code = code if isinstance(code, str) else None
+    return error
 
 
 class ControlClient:
@@ -194,24 +216,11 @@ class ControlClient:
         return b"".join(chunks)
 
     def _refusal(self, method: str, path: str, response: httpx.Response) -> ControlHttpStatus:
-        status = response.status_code
-        code = message = hint = None
         try:
-            document = loads(self._read(response, path), max_bytes=MAX_CONTROL_RESPONSE_BYTES)
-            detail = document.get("error") if isinstance(document, dict) else None
-            if isinstance(detail, dict):
-                code, message, hint = (detail.get(k) for k in ("code", "message", "hint"))
+            body = self._read(response, path)
         except (KilnError, httpx.HTTPError):
-            pass
-        text = f"{method} {path} answered HTTP {status}"
-        if isinstance(code, str):
-            text += f" {snippet(code)}"
-        if isinstance(message, str):
-            text += f": {message[:1024]}"
-        error = ControlHttpStatus(text, hint=hint[:512] if isinstance(hint, str) else None)
-        error.http_status = status
-        error.server_code = code if isinstance(code, str) else None
-        return error
+            body = b""
+        return error_from_body(f"{method} {path}", response.status_code, body)
 
     def _json(self, model: type[R], method: str, path: str, body: Any = None) -> tuple[R, int]:
         with self.stream(method, path, body=body) as response:

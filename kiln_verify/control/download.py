@@ -23,27 +23,29 @@ import hashlib
 import os
 from typing import IO, Final
 
-import httpx
-
-from kiln_verify.control.client import ControlClient, check_run_id
+from kiln_verify.control.client import ControlClient, check_run_id, error_from_body
+from kiln_verify.control.rawget import RawResponse, raw_get
 from kiln_verify.control.status import RunArtifact
 from kiln_verify.core.publish import publish_stream
 from kiln_verify.errors import (
     ArtifactBodyInvalid,
     ArtifactHeadersInvalid,
     ArtifactManifestInvalid,
+    ControlHttpStatus,
+    ControlRedirect,
     ControlTransport,
     PathNotDirectory,
     SymlinkRefused,
     TargetExists,
     snippet,
 )
-from kiln_verify.limits import HASH_CHUNK_BYTES, MAX_OPENENV_DATASET_BYTES
+from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
 from kiln_verify.openenv.records.reports import ARTIFACT_DOWNLOAD_SCHEMA, ArtifactDownloadReceipt
 
 __all__ = ["download_artifact", "expected_url"]
 
-_IDENTITY: Final = {"accept-encoding": "identity"}
+_IDENTITY: Final = {"Accept-Encoding": "identity"}
+MAX_ERROR_BODY_BYTES: Final = 64 * 1024
 
 
 def expected_url(run_id: str, kind: str) -> str:
@@ -84,11 +86,9 @@ def _check_destination(output: str, force: bool) -> None:
         )
 
 
-def _check_headers(response: httpx.Response, entry: RunArtifact) -> None:
+def _check_headers(response: RawResponse, entry: RunArtifact) -> None:
     headers = response.headers
     problems: list[str] = []
-    if response.status_code != 200:
-        problems.append(f"status {response.status_code}, not 200")
     length = headers.get("content-length")
     if length is None or not length.isdigit() or int(length) != entry.bytes:
         problems.append(f"Content-Length {snippet(length)} is not the manifest's {entry.bytes}")
@@ -97,9 +97,7 @@ def _check_headers(response: httpx.Response, entry: RunArtifact) -> None:
     etag = headers.get("etag")
     if etag != f'"{entry.sha256}"':
         problems.append(f"ETag {snippet(etag)} is not the strong quoted manifest digest")
-    directives = {
-        part.strip().lower() for part in headers.get("cache-control", "").split(",") if part
-    }
+    directives = {part.strip().lower() for part in headers.get("cache-control", "").split(",")}
     if not {"private", "no-store"} <= directives:
         problems.append("Cache-Control lacks private and no-store")
     if headers.get("x-content-type-options", "").strip().lower() != "nosniff":
@@ -109,6 +107,21 @@ def _check_headers(response: httpx.Response, entry: RunArtifact) -> None:
         problems.append(f"the body has content coding {snippet(coding)}")
     if problems:
         raise ArtifactHeadersInvalid(f"the {entry.kind} response: " + "; ".join(problems))
+
+
+def _refused(response: RawResponse, entry: RunArtifact) -> ControlHttpStatus | ControlRedirect:
+    status = response.status
+    if 300 <= status < 400:
+        return ControlRedirect(
+            f"GET {entry.url} answered {status} (a redirect to "
+            f"{snippet(response.headers.get('location', ''))}), never followed"
+        )
+    body = b""
+    for chunk in response.iter_body(0):
+        body += chunk
+        if len(body) > MAX_ERROR_BODY_BYTES:
+            break
+    return error_from_body(f"GET {entry.url}", status, body[:MAX_ERROR_BODY_BYTES])
 
 
 def download_artifact(
@@ -122,22 +135,19 @@ def download_artifact(
     def fill(stream: IO[bytes]) -> None:
         hasher = hashlib.sha256()
         received = 0
-        with client.stream("GET", entry.url, headers=_IDENTITY) as response:
+        with raw_get(client.base_url, entry.url, _IDENTITY) as response:
+            if response.status != 200:
+                raise _refused(response, entry)
             _check_headers(response, entry)
-            try:
-                for chunk in response.iter_raw(HASH_CHUNK_BYTES):
-                    received += len(chunk)
-                    if received > entry.bytes:
-                        raise ArtifactBodyInvalid(
-                            f"the {kind} body is longer than the manifest's {entry.bytes} bytes"
-                        )
-                    hasher.update(chunk)
-                    stream.write(chunk)
-            except httpx.HTTPError as exc:
-                raise ArtifactBodyInvalid(
-                    f"the {kind} body broke off after {received} of {entry.bytes} bytes "
-                    f"({type(exc).__name__})"
-                ) from None
+            for chunk in response.iter_body(entry.bytes):
+                received += len(chunk)
+                if received > entry.bytes:
+                    raise ArtifactBodyInvalid(
+                        f"the {kind} body is longer than its Content-Length and the manifest's "
+                        f"{entry.bytes} bytes"
+                    )
+                hasher.update(chunk)
+                stream.write(chunk)
         if received != entry.bytes:
             raise ArtifactBodyInvalid(
                 f"the {kind} body has {received} bytes, the manifest {entry.bytes}"
