@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 
@@ -50,6 +51,14 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises a captured signal after its graceful shutdown, so the process
+        # would die of it; a requested stop is a clean exit with status 0 instead.
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

@@ -9,8 +9,9 @@ import httpx
 import pytest
 
 from kiln_verify.server.runner import ServerHandle
-from oracle.runner import ServerConfig, ServerHandle as OracleHandle, start_server, start_servers
-from tests.control.support import control_server
+from oracle.runner import ServerConfig, start_server, start_servers
+from oracle.runner import ServerHandle as OracleHandle
+from tests.control.support import ServeProcess, control_server
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +39,11 @@ def server(tmp_path: Path) -> Iterator[ServerHandle]:
 def http(server: ServerHandle) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.base_url, trust_env=False, timeout=60) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def serve_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One real `kiln-verify serve` process shared by the tests that need a process."""
+    process = ServeProcess(tmp_path_factory.mktemp("serve") / "state")
+    yield process
+    assert process.stop() == 0  # SIGTERM is a clean stop

@@ -53,10 +53,11 @@ class _Handler(socketserver.StreamRequestHandler):
             headers[name.strip().lower()] = value.strip()
         body = self.rfile.read(int(headers.get("content-length", "0") or 0))
         self.proxy.seen.append((method, path, headers.get("accept-encoding")))
-        upstream = httpx.request(
-            method, self.proxy.upstream + path, content=body or None,
+        upstream = self.proxy.http.request(
+            method,
+            self.proxy.upstream + path,
+            content=body or None,
             headers={"content-type": headers.get("content-type", "application/json")},
-            timeout=60,
         )
         self._answer(path, upstream)
 
@@ -69,14 +70,18 @@ class _Handler(socketserver.StreamRequestHandler):
         mode = self.proxy.mode
         content = upstream.content
         keep = [
-            (k, v) for k, v in upstream.headers.items()
+            (k, v)
+            for k, v in upstream.headers.items()
             if k not in ("content-length", "transfer-encoding", "connection", "date", "server")
         ]
         if "/artifacts/" not in path or upstream.status_code != 200 or mode == "pass":
             if mode == "status-absolute-url" and "/artifacts/" not in path:
                 content = content.replace(b'"url":"/v1/', b'"url":"http://127.0.0.1:9/v1/')
-            self._send(f"{upstream.status_code} X", [*keep, ("content-length", str(len(content))),
-                                                     ("connection", "close")], content)
+            self._send(
+                f"{upstream.status_code} X",
+                [*keep, ("content-length", str(len(content))), ("connection", "close")],
+                content,
+            )
             return
         extra: list[tuple[str, str]] = []
         length = len(content)
@@ -101,8 +106,15 @@ class _Handler(socketserver.StreamRequestHandler):
         elif mode == "longer":
             content = content + b"{}\n" * 64
         elif mode == "redirect":
-            self._send("302 Found", [("location", f"http://127.0.0.1:9{path}"),
-                                     ("content-length", "0"), ("connection", "close")], b"")
+            self._send(
+                "302 Found",
+                [
+                    ("location", f"http://127.0.0.1:9{path}"),
+                    ("content-length", "0"),
+                    ("connection", "close"),
+                ],
+                b"",
+            )
             return
         elif mode == "gzip":
             extra.append(("content-encoding", "gzip"))
@@ -126,6 +138,7 @@ class TamperProxy(socketserver.ThreadingTCPServer):
         self.mode = "pass"
         self.seen: list[tuple[str, str, str | None]] = []
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self.http = httpx.Client(trust_env=False, timeout=60)
 
 
 @contextmanager
@@ -138,3 +151,4 @@ def tamper_proxy(upstream: str) -> Iterator[TamperProxy]:
     finally:
         proxy.shutdown()
         proxy.server_close()
+        proxy.http.close()
