@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiln_verify.control import failures
-from kiln_verify.control.admission import collection_controls
+from kiln_verify.control.admission import check_run_request
 from kiln_verify.control.registry import CANCELLED_WHILE_ACTIVE, RunRegistry
 from kiln_verify.control.status import FailureStage, RunArtifact
 from kiln_verify.core.digest import hash_file
@@ -161,7 +161,8 @@ async def execute_run(registry: RunRegistry, run_id: str) -> None:
     handle = registry.active(run_id)
     try:
         status = registry.get(run_id)
-        controls = collection_controls(status.request, registry.config)
+        # the configuration may have changed since admission (a restart): check again
+        controls = check_run_request(status.request, registry.config)
         spec = registry.config.policies[status.request.adapter]
         policy = build_policy(spec.policy, spec.options)
         try:

@@ -20,7 +20,8 @@ HTTP status (discovery, or the WebSocket upgrade)     ``environment_unavailable`
                                                       ``http_status``
 transport, timeout, closed or poisoned session        ``environment_unavailable`` (yes)
 bad URL, credential configuration, task selector,     ``persisted_contract_invalid`` (no)
-policy configuration
+policy configuration, a retained request the current
+server policy no longer admits
 oversized body or frame, reflected credential,        ``environment_protocol_error`` (no)
 malformed/binary/unexpected/invalid messages
 anything else                                         the stage's fallback (§10.2 table)
@@ -38,6 +39,11 @@ from typing import Final
 from kiln_verify.control.status import FailureCode, FailureStage, RunFailure, RunState
 from kiln_verify.errors import (
     ActionSchemaInvalid,
+    ApiAdapterUnknown,
+    ApiCredentialInvalid,
+    ApiRemoteForbidden,
+    ApiRequestInvalid,
+    ApiUrlInvalid,
     CapacityExhausted,
     CredentialInsecure,
     CredentialInvalid,
@@ -136,6 +142,11 @@ _STATE_STAGE: Final[dict[str, FailureStage]] = {
 }
 
 _CONTRACT: Final = (
+    ApiAdapterUnknown,
+    ApiCredentialInvalid,
+    ApiRemoteForbidden,
+    ApiRequestInvalid,
+    ApiUrlInvalid,
     EnvironmentUrlInvalid,
     CredentialInvalid,
     CredentialInsecure,
