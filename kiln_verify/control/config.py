@@ -77,7 +77,8 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME/kiln-verify``, else ``~/.local/state/kiln-verify``."""
     env = os.environ if environ is None else environ
-    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return Path(base) / "kiln-verify"
 
 

@@ -91,6 +91,8 @@ def _empty_to_none(value: list[Any] | None) -> list[Any] | None:
 
 
 def _check_credentials(credential_ids: list[str | None] | None, urls: list[str]) -> None:
+    if credential_ids is not None and "-" in credential_ids:
+        raise ValueError("a credential handle is never '-' (use null for a public slot)")
     if credential_ids is not None and len(credential_ids) != len(urls):
         raise ValueError(
             "credential_ids must be empty or hold one handle (or null) per environment URL"
