@@ -93,20 +93,41 @@ def kiln_settings(config: pytest.Config) -> KilnSettings:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kiln", "kiln OpenEnv conformance")
-    group.addoption(URL_OPTION, action="append", dest="kiln_openenv_urls", default=None,
-                    metavar="URL", help="OpenEnv server under test (repeatable).")
-    group.addoption(ORACLE_OPTION, dest="kiln_oracle", default=None, metavar="NAMES",
-                    help="Comma-separated oracle servers to start in-process as endpoints "
-                         "under test, or 'all' for the whole inventory.")
-    group.addoption(CREDENTIAL_OPTION, dest="kiln_credential_env", default=None,
-                    metavar="NAME", help="Environment variable holding a bearer token.")
-    group.addoption(REPORT_OPTION, dest="kiln_report", default=None, metavar="PATH",
-                    help="Write the JSON conformance report here (must not exist).")
-    parser.addini("kiln_openenv_urls", "OpenEnv servers under test, one per line",
-                  type="linelist", default=[])
+    group.addoption(
+        URL_OPTION,
+        action="append",
+        dest="kiln_openenv_urls",
+        default=None,
+        metavar="URL",
+        help="OpenEnv server under test (repeatable).",
+    )
+    group.addoption(
+        ORACLE_OPTION,
+        dest="kiln_oracle",
+        default=None,
+        metavar="NAMES",
+        help="Comma-separated oracle servers to start in-process as endpoints "
+        "under test, or 'all' for the whole inventory.",
+    )
+    group.addoption(
+        CREDENTIAL_OPTION,
+        dest="kiln_credential_env",
+        default=None,
+        metavar="NAME",
+        help="Environment variable holding a bearer token.",
+    )
+    group.addoption(
+        REPORT_OPTION,
+        dest="kiln_report",
+        default=None,
+        metavar="PATH",
+        help="Write the JSON conformance report here (must not exist).",
+    )
+    parser.addini(
+        "kiln_openenv_urls", "OpenEnv servers under test, one per line", type="linelist", default=[]
+    )
     parser.addini("kiln_oracle", "Comma-separated oracle servers to start", default="")
-    parser.addini("kiln_credential_env", "Environment variable holding a bearer token",
-                  default="")
+    parser.addini("kiln_credential_env", "Environment variable holding a bearer token", default="")
     parser.addini("kiln_report", "JSON conformance report path", default="")
 
 
@@ -212,13 +233,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except pytest.UsageError:
         options = {}  # reported by pytest_collection_modifyitems
     if options.get("oracle"):
-        specs = [EndpointSpec.for_oracle(
-            options["oracle"], max_sessions=options.get("max_sessions"),
-            faults=tuple(options.get("faults", ())), per_test=True)]
+        specs = [
+            EndpointSpec.for_oracle(
+                options["oracle"],
+                max_sessions=options.get("max_sessions"),
+                faults=tuple(options.get("faults", ())),
+                per_test=True,
+            )
+        ]
     else:
         specs = list(kiln_settings(metafunc.config).endpoints) or [None]
     metafunc.parametrize(
-        "openenv_endpoint", specs, indirect=True,
+        "openenv_endpoint",
+        specs,
+        indirect=True,
         ids=[spec.id if spec is not None else "no-endpoint" for spec in specs],
     )
 
@@ -241,7 +269,8 @@ def kiln_record(request: pytest.FixtureRequest) -> Any:
     def record(endpoint: Endpoint, result: CaseResult) -> None:
         settings.results.append(RecordedResult(endpoint.id, endpoint.url, result))
         request.node.add_report_section(
-            "call", "kiln",
+            "call",
+            "kiln",
             f"{result.case_id} [{result.level.value}, {result.clause}] on {endpoint.id}: "
             f"{result.verdict.value}" + (f" ({result.detail})" if result.detail else ""),
         )

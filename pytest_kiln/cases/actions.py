@@ -63,9 +63,11 @@ def sample_value(root: dict[str, Any], node: Any, depth: int = 0) -> Iterator[An
     for kind in _types(node):
         if kind == "integer":
             minimum = node.get("minimum", node.get("exclusiveMinimum"))
-            yield int(minimum) + (1 if "exclusiveMinimum" in node else 0) if isinstance(
-                minimum, int | float
-            ) else 0
+            yield (
+                int(minimum) + (1 if "exclusiveMinimum" in node else 0)
+                if isinstance(minimum, int | float)
+                else 0
+            )
             yield 1
         elif kind == "number":
             minimum = node.get("minimum")

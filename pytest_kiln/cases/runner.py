@@ -41,8 +41,9 @@ async def run_case_async(
     finally:
         with contextlib.suppress(Exception):
             await ctx.aclose()
-    return CaseResult(case.id, case.level, case.clause, verdict, ctx.redact(detail),
-                      time.monotonic() - started)
+    return CaseResult(
+        case.id, case.level, case.clause, verdict, ctx.redact(detail), time.monotonic() - started
+    )
 
 
 def run_case(

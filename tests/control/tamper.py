@@ -133,7 +133,7 @@ class TamperProxy(socketserver.ThreadingTCPServer):
     def __init__(self, upstream: str) -> None:
         handler = type("Handler", (_Handler,), {})
         super().__init__(("127.0.0.1", 0), handler)
-        handler.proxy = self
+        setattr(handler, "proxy", self)  # noqa: B010 (a class attribute of the new type)
         self.upstream = upstream.rstrip("/")
         self.mode = "pass"
         self.seen: list[tuple[str, str, str | None]] = []

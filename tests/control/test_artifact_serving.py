@@ -78,25 +78,53 @@ def _replace_file(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
-DAMAGE: dict[str, Callable[[Path, bytes], None]] = {
-    "missing": lambda path, data: path.unlink(),
-    "replaced": lambda path, data: _replace_file(path, MARK + data),
-    "replaced-same-length": lambda path, data: _replace_file(path, _same_length(data)),
-    "modified-in-place": lambda path, data: path.write_bytes(_same_length(data)),
-    "truncated": lambda path, data: path.write_bytes(data[: len(data) // 2]),
-    "oversized": lambda path, data: path.write_bytes(data + MARK),
-    "directory": lambda path, data: (path.unlink(), path.mkdir()),  # type: ignore[func-returns-value]
-}
+def _missing(path: Path, data: bytes) -> None:
+    path.unlink()
 
 
-def _symlink(path: Path, data: bytes) -> None:
+def _replaced(path: Path, data: bytes) -> None:
+    _replace_file(path, MARK + data)
+
+
+def _replaced_same_length(path: Path, data: bytes) -> None:
+    _replace_file(path, _same_length(data))
+
+
+def _modified_in_place(path: Path, data: bytes) -> None:
+    with path.open("r+b") as stream:  # same inode, same size, one byte different
+        stream.write(_same_length(data))
+
+
+def _truncated(path: Path, data: bytes) -> None:
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _oversized(path: Path, data: bytes) -> None:
+    path.write_bytes(data + MARK)
+
+
+def _directory(path: Path, data: bytes) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _symlinked(path: Path, data: bytes) -> None:
     target = path.with_name("elsewhere.bin")
     target.write_bytes(data)  # even identical bytes behind a link are not served
     path.unlink()
     path.symlink_to(target)
 
 
-DAMAGE["symlinked"] = _symlink
+DAMAGE: dict[str, Callable[[Path, bytes], None]] = {
+    "missing": _missing,
+    "replaced": _replaced,
+    "replaced-same-length": _replaced_same_length,
+    "modified-in-place": _modified_in_place,
+    "truncated": _truncated,
+    "oversized": _oversized,
+    "directory": _directory,
+    "symlinked": _symlinked,
+}
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))

@@ -114,16 +114,16 @@ def test_families_are_fixed_and_nothing_identifying_leaks(
         for _, allowed in FAMILIES.values()
     )
     assert len(samples) == expected_series == len(before_samples)
-    value = {(n, tuple(sorted(labels.items()))): v for n, labels, v in samples}
-    assert value[("kiln_openenv_runs_total", (("status", "rollout_ready"),))] == 2
-    assert value[("kiln_openenv_episodes_collected_total", ())] == 4
-    assert value[("kiln_openenv_authenticated_operations_total", (("operation", "run"),))] == 1
+    series = {(n, tuple(sorted(labels.items()))): v for n, labels, v in samples}
+    assert series[("kiln_openenv_runs_total", (("status", "rollout_ready"),))] == 2
+    assert series[("kiln_openenv_episodes_collected_total", ())] == 4
+    assert series[("kiln_openenv_authenticated_operations_total", (("operation", "run"),))] == 1
     assert (
-        value[("kiln_openenv_authenticated_operations_total", (("operation", "task_catalog"),))]
+        series[("kiln_openenv_authenticated_operations_total", (("operation", "task_catalog"),))]
         == 1
     )
     assert (
-        value[("kiln_openenv_run_failures_total", (("retryable", "false"), ("stage", "discovery")))]
+        series[("kiln_openenv_run_failures_total", (("retryable", "false"), ("stage", "discovery")))]
         == 1
     )
     forbidden = [

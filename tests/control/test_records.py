@@ -14,7 +14,7 @@ from kiln_verify.control.admission import parse_run_request
 from kiln_verify.control.failures import bounded_message, explicit
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.schema_export import SCHEMA_PATH, build_schema, main, schema_bytes
-from kiln_verify.control.status import OpenEnvRunStatus, RunAdmission, RunProgress
+from kiln_verify.control.status import RUN_SCHEMA, OpenEnvRunStatus, RunAdmission, RunProgress
 from kiln_verify.errors import ApiIdempotencyKeyInvalid, ApiRequestInvalid, ApiUrlInvalid
 from kiln_verify.limits import MAX_FAILURE_MESSAGE_BYTES, MAX_IDEMPOTENCY_KEY_BYTES
 from kiln_verify.openenv.records.common import validate_record
@@ -68,7 +68,9 @@ def test_free_objects_compare_by_value_not_key_order() -> None:
     first = _request(reset_options={"a": 1, "b": {"y": 2, "x": 1}})
     second = _request(reset_options={"b": {"x": 1, "y": 2}, "a": 1})
     assert first.to_json() == second.to_json()
-    assert _request(reset_options={"a": 1}).to_json() != _request(reset_options={"a": 1.0})
+    assert (
+        _request(reset_options={"a": 1}).to_json() != _request(reset_options={"a": 1.5}).to_json()
+    )
 
 
 @given(st.text(KEY_ALPHABET, min_size=1, max_size=MAX_IDEMPOTENCY_KEY_BYTES))
@@ -152,6 +154,7 @@ def test_failure_message_boundary() -> None:
 
 def _status(**fields: Any) -> dict[str, Any]:
     status = OpenEnvRunStatus(
+        schema=RUN_SCHEMA,
         run_id="0d0f3650-9614-4ccc-b507-a98394e2a3c4",
         kind="rollout",
         state="queued",
