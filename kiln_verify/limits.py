@@ -328,9 +328,6 @@ MAX_IDEMPOTENCY_KEY_BYTES: Final = 128
 MAX_CREDENTIAL_HANDLE_CHARS: Final = 64
 """A server credential handle (``credential_ids`` entry): 1..64 of ``[A-Za-z0-9_-]``."""
 
-MAX_RUN_ID_CHARS: Final = 36
-"""A run id is a lower-case UUID (36 characters); longer path segments are refused early."""
-
 MAX_SERVER_CONFIG_BYTES: Final = 1 * MiB
 """The ``kiln-verify serve --config`` TOML file, refused from metadata before reading."""
 

@@ -200,7 +200,9 @@ class RunRegistry:
         self.metrics.run("started")
         if request.credential_ids and any(request.credential_ids):
             self.metrics.authenticated_operation("run")
-        self.pump()
+        # Admit after answering: the 202 waits for the run's own durable creation only,
+        # not for the admission write of whichever run the free slot goes to.
+        asyncio.get_running_loop().call_soon(self.pump)
         return self._project(self._runs[run_id]), True
 
     def _forget(self, run_id: str) -> None:

@@ -74,9 +74,7 @@ class RunStore:
 
     def create(self, status: OpenEnvRunStatus) -> None:
         """Publish the run's directory with its first ``run.json``, all or nothing."""
-        publish_directory(
-            self.run_dir(status.run_id), {STATUS_FILE: status_bytes(status)}, dir_mode=0o755
-        )
+        publish_directory(self.run_dir(status.run_id), {STATUS_FILE: status_bytes(status)})
 
     def save(self, status: OpenEnvRunStatus) -> None:
         """Atomically replace the run's ``run.json`` (fsynced file and directory)."""

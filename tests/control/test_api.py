@@ -215,8 +215,14 @@ def test_fifo_admission_positions_and_cancellation(
         httpx.Client(base_url=server.base_url, trust_env=False, timeout=60) as http,
     ):
         body = small_request(slow_bandit.base_url, groups=2, max_steps=4)
-        first, second, third = (http.post("/v1/openenv/runs", json=body).json() for _ in range(3))
-        assert first["admission"].get("queue_position") is None
+        created = [http.post("/v1/openenv/runs", json=body).json() for _ in range(3)]
+        assert created[0]["state"] == "queued"  # the 202 is answered before admission
+        assert created[0]["admission"]["queue_position"] == 1
+        first, second, third = (
+            http.get(f"/v1/openenv/runs/{run['run_id']}").json() for run in created
+        )
+        assert first["state"] != "queued"
+        assert "queue_position" not in first["admission"]
         assert second["state"] == "queued"
         assert second["admission"]["queue_position"] == 1
         assert third["admission"]["queue_position"] == 2

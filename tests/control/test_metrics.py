@@ -123,7 +123,9 @@ def test_families_are_fixed_and_nothing_identifying_leaks(
         == 1
     )
     assert (
-        series[("kiln_openenv_run_failures_total", (("retryable", "false"), ("stage", "discovery")))]
+        series[
+            ("kiln_openenv_run_failures_total", (("retryable", "false"), ("stage", "discovery")))
+        ]
         == 1
     )
     forbidden = [
