@@ -142,10 +142,6 @@ def _published_run(state_dir: Path, size: int) -> str:
     return run_id
 
 
-def _best(rounds: int, run: Callable[[], float]) -> float:
-    return min(run() for _ in range(rounds))
-
-
 def _timed(argv: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run(
@@ -175,16 +171,13 @@ def _peak_rss_kib(url: str, run_id: str, output: Path) -> int:
     return int(result.stdout.strip())
 
 
-def bench_download(size_mib: int, rounds: int, work: Path) -> dict[str, Any]:
+def bench_download(
+    serve: Serve, run_id: str, small_id: str, size_mib: int, rounds: int, work: Path
+) -> dict[str, Any]:
     curl = shutil.which("curl")
     if curl is None:
         raise SystemExit("curl is not installed")
-    size = size_mib * MiB
     small = max(1, size_mib // 16) * MiB
-    state = work / "download-state"
-    run_id = _published_run(state, size)
-    small_id = _published_run(state, small)
-    serve = Serve(state)
     try:
         url = f"{serve.url}/v1/openenv/runs/{run_id}/artifacts/dataset"
         out_curl, out_client = work / "curl.jsonl", work / "client.jsonl"
@@ -224,15 +217,22 @@ def bench_download(size_mib: int, rounds: int, work: Path) -> dict[str, Any]:
                 ]
             )
 
-        curl_s = _best(rounds, curl_once)
-        curl_sync_s = _best(rounds, curl_synced)
-        client_s = _best(rounds, client_once)
-        cli_s = _best(rounds, cli_once)
+        # Alternate the sides round by round, so that load changing on a shared machine
+        # hits both; the best of each side is reported.
+        timings: dict[str, list[float]] = {"curl": [], "curl_fsync": [], "client": [], "cli": []}
+        for _ in range(rounds):
+            timings["curl"].append(curl_once())
+            timings["client"].append(client_once())
+            timings["curl_fsync"].append(curl_synced())
+            timings["cli"].append(cli_once())
+        curl_s, curl_sync_s = min(timings["curl"]), min(timings["curl_fsync"])
+        client_s, cli_s = min(timings["client"]), min(timings["cli"])
         assert out_curl.read_bytes()[:64] == out_client.read_bytes()[:64]
         rss_small = _peak_rss_kib(serve.url, small_id, work / "small.jsonl")
         rss_large = _peak_rss_kib(serve.url, run_id, work / "large.jsonl")
     finally:
-        serve.stop()
+        for path in (work / "curl.jsonl", work / "client.jsonl", work / "large.jsonl"):
+            path.unlink(missing_ok=True)
     return {
         "size_mib": size_mib,
         "curl_s": round(curl_s, 4),
@@ -243,6 +243,7 @@ def bench_download(size_mib: int, rounds: int, work: Path) -> dict[str, Any]:
         "ratio_vs_curl_fsync": round(client_s / curl_sync_s, 3),
         "cli_ratio": round(cli_s / curl_s, 3),
         "client_mib_s": round(size_mib / client_s, 1),
+        "rounds": {name: [round(t, 3) for t in values] for name, values in timings.items()},
         "peak_rss_kib": {f"{small // MiB} MiB": rss_small, f"{size_mib} MiB": rss_large},
     }
 
@@ -317,38 +318,34 @@ def _dead_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def bench_metrics(tracked: int, scrapes: int, work: Path) -> dict[str, Any]:
+def bench_metrics(serve: Serve, tracked: int, scrapes: int) -> dict[str, Any]:
     """Scrape time with exactly ``tracked`` retained runs (they fail fast: nothing listens)."""
-    config = work / "metrics.toml"
-    config.write_text(f"[openenv]\nmax_tracked_runs = {tracked}\n", encoding="utf-8")
-    serve = Serve(work / "metrics-state", config)
     body = {"environment_urls": [_dead_url()], "groups": 1, "group_size": 1}
-    try:
-        with httpx.Client(base_url=serve.url, trust_env=False, timeout=120) as http:
-            for _ in range(tracked):
-                assert http.post("/v1/openenv/runs", json=body).status_code == 202
-            deadline = time.monotonic() + 300
-            while any(
-                run["state"] != "failed" for run in http.get("/v1/openenv/runs").json()["runs"]
-            ):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-            listed = len(http.get("/v1/openenv/runs").json()["runs"])
+    with httpx.Client(base_url=serve.url, trust_env=False, timeout=120) as http:
+        present = len(http.get("/v1/openenv/runs").json()["runs"])
+        for _ in range(tracked - present):
+            assert http.post("/v1/openenv/runs", json=body).status_code == 202
+        deadline = time.monotonic() + 300
+        while any(
+            run["state"] not in ("failed", "rollout_ready")
+            for run in http.get("/v1/openenv/runs").json()["runs"]
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        listed = len(http.get("/v1/openenv/runs").json()["runs"])
 
-            def median_of(path: str) -> float:
-                times = []
-                for _ in range(scrapes):
-                    start = time.perf_counter()
-                    assert http.get(path).status_code == 200
-                    times.append(time.perf_counter() - start)
-                return statistics.median(times)
+        def median_of(path: str) -> float:
+            times = []
+            for _ in range(scrapes):
+                start = time.perf_counter()
+                assert http.get(path).status_code == 200
+                times.append(time.perf_counter() - start)
+            return statistics.median(times)
 
-            median_of("/metrics")  # warm
-            scrape_s = median_of("/metrics")
-            floor_s = median_of("/health")
-            size = len(http.get("/metrics").content)
-    finally:
-        serve.stop()
+        median_of("/metrics")  # warm
+        scrape_s = median_of("/metrics")
+        floor_s = median_of("/health")
+        size = len(http.get("/metrics").content)
     return {
         "tracked_runs": listed,
         "exposition_bytes": size,
@@ -358,10 +355,27 @@ def bench_metrics(tracked: int, scrapes: int, work: Path) -> dict[str, Any]:
     }
 
 
+def _download_and_metrics(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """One server for both: the published runs, then enough failing runs for ``--tracked``."""
+    state = work / "download-state"
+    run_id = _published_run(state, args.size_mib * MiB)
+    small_id = _published_run(state, max(1, args.size_mib // 16) * MiB)
+    config = work / "download.toml"
+    config.write_text(f"[openenv]\nmax_tracked_runs = {args.tracked}\n", encoding="utf-8")
+    serve = Serve(state, config)
+    try:
+        return {
+            "download": bench_download(serve, run_id, small_id, args.size_mib, args.rounds, work),
+            "metrics": bench_metrics(serve, args.tracked, args.scrapes),
+        }
+    finally:
+        serve.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--size-mib", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--creation-rounds", type=int, default=4)
     parser.add_argument("--tracked", type=int, default=128)
@@ -374,9 +388,8 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark": "control_plane",
             "cpu_count": os.cpu_count(),
             "load_average": [round(x, 2) for x in os.getloadavg()],
-            "download": bench_download(args.size_mib, args.rounds, work),
+            **_download_and_metrics(args, work),
             "creation": bench_creation(args.clients, args.creation_rounds, work),
-            "metrics": bench_metrics(args.tracked, args.scrapes, work),
             "self_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         }
     finally:
