@@ -240,6 +240,9 @@ def bench_download(
         "client_s": round(client_s, 4),
         "cli_s": round(cli_s, 4),
         "ratio": round(client_s / curl_s, 3),
+        "median_ratio": round(
+            statistics.median(timings["client"]) / statistics.median(timings["curl"]), 3
+        ),
         "ratio_vs_curl_fsync": round(client_s / curl_sync_s, 3),
         "cli_ratio": round(cli_s / curl_s, 3),
         "client_mib_s": round(size_mib / client_s, 1),

@@ -45,6 +45,7 @@ def serve_command(
 ) -> None:
     """Serve the control plane until interrupted."""
     from kiln_verify.control.config import load_config
+    from kiln_verify.openenv.urls import is_loopback_host
     from kiln_verify.server.runner import serve_forever
 
     try:
@@ -61,6 +62,13 @@ def serve_command(
 
     def ready(url: str) -> None:
         print(f"kiln-verify serve: listening on {url} (state {settings.state_dir})", flush=True)
+
+    if not is_loopback_host(settings.host):
+        typer.echo(
+            f"warning: listening on {settings.host}: the control plane has no authentication "
+            "of its own; expose it only behind an authenticating proxy or on a trusted network",
+            err=True,
+        )
 
     try:
         serve_forever(settings, ready)

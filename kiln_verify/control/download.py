@@ -121,7 +121,7 @@ def _refused(response: RawResponse, entry: RunArtifact) -> ControlHttpStatus | C
         )
     body = b""
     for chunk in response.iter_body(0):
-        body += chunk
+        body += bytes(chunk)
         if len(body) > MAX_ERROR_BODY_BYTES:
             break
     return error_from_body(f"GET {entry.url}", status, body[:MAX_ERROR_BODY_BYTES])

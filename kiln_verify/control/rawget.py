@@ -45,9 +45,12 @@ class RawResponse:
     _sock: socket.socket = field(repr=False)
     _pending: bytes = field(default=b"", repr=False)
 
-    def iter_body(self, announced: int) -> Iterator[bytes]:
+    def iter_body(self, announced: int) -> Iterator[bytes | memoryview]:
         """Every body byte until the server closes; after ``announced`` bytes the server
-        gets ``TRAILING_WAIT_S`` to close, and any further byte is yielded too."""
+        gets ``TRAILING_WAIT_S`` to close, and any further byte is yielded too.
+
+        Chunks are views of one reused buffer (no copy per chunk): consume each before
+        asking for the next."""
         received = 0
         if self._pending:
             received += len(self._pending)
@@ -69,7 +72,7 @@ class RawResponse:
             if count == 0:
                 return
             received += count
-            yield bytes(view[:count])
+            yield view[:count]
 
 
 def _parse_head(block: bytes) -> tuple[int, dict[str, str]]:

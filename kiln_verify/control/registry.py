@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import time
 import uuid
 from collections import deque
@@ -58,6 +60,9 @@ Executor = Callable[["RunRegistry", str], Coroutine[Any, Any, None]]
 
 CANCELLED_WHILE_QUEUED = "cancelled while waiting for an execution slot"
 CANCELLED_WHILE_ACTIVE = "cancelled by request; the collection stopped and published nothing"
+
+
+log = logging.getLogger("kiln_verify.server")
 
 
 def now_ms() -> int:
@@ -269,8 +274,9 @@ class RunRegistry:
             self.metrics.run("admitted")
             self.metrics.queue_wait(wait)
             handle.task = asyncio.get_running_loop().create_task(
-                self._run(run_id, handle), name=f"kiln-run-{run_id}"
+                self._executor(self, run_id), name=f"kiln-run-{run_id}"
             )
+            handle.task.add_done_callback(functools.partial(self._settled, run_id, handle))
 
     def _fail_unstarted(self, run_id: str, exc: BaseException) -> None:
         failure = failures.classify(exc, "admission", self.clock())
@@ -285,19 +291,51 @@ class RunRegistry:
         self.metrics.run("failed")
         self.metrics.failure(failure.stage, failure.retryable)
 
-    async def _run(self, run_id: str, handle: ActiveRun) -> None:
+    def _settled(self, run_id: str, handle: ActiveRun, task: asyncio.Task[None]) -> None:
+        """The run's task ended: free its slot and admit the next queued run.
+
+        The executor always records a terminal state itself; this only has to when its
+        task was cancelled before its first step, or when recording failed (a full disk),
+        so a slot can never leak and a run never stays active without a task.
+        """
+        self._active.pop(run_id, None)
+        handle.done.set()
+        if self.shutting_down:
+            return
+        error = None if task.cancelled() else task.exception()
+        status = self._runs.get(run_id)
         try:
-            await self._executor(self, run_id)
-        finally:
-            self._active.pop(run_id, None)
-            handle.done.set()
-            if not self.shutting_down:
-                self.pump()
+            if status is not None and not status.terminal:
+                if task.cancelled():
+                    self.finish(run_id, "cancelled", error=CANCELLED_WHILE_ACTIVE)
+                else:
+                    failure = failures.classify(
+                        error or RuntimeError("the run ended without an outcome"),
+                        "orchestration",
+                        self.clock(),
+                    )
+                    self.finish(run_id, "failed", failure=failure, error=failure.message)
+            elif error is not None:
+                log.error(
+                    "kiln-verify serve: run %s: %s",
+                    run_id,
+                    failures.bounded_message(f"{type(error).__name__}: {error}"),
+                )
+        except (KilnError, OSError) as exc:
+            log.error("kiln-verify serve: cannot record the end of run %s: %s", run_id, exc)
+        self.pump()
 
     def finish(self, run_id: str, state: str, **changes: Any) -> OpenEnvRunStatus:
         """Persist a terminal state and count it (``rollout_ready``/``failed``/``cancelled``)."""
         failure: RunFailure | None = changes.get("failure")
-        status = self.update(run_id, state=state, finished_unix_ms=self.clock(), **changes)
+        changes.update(state=state, finished_unix_ms=self.clock())
+        try:
+            status = self.update(run_id, **changes)
+        except (KilnError, OSError) as exc:
+            # the outcome still holds in memory; run.json keeps the last state it could
+            # record, and a restart will fail that run as interrupted
+            log.error("kiln-verify serve: cannot persist the end of run %s: %s", run_id, exc)
+            status = self.update(run_id, persist=False, **changes)
         self.metrics.run(state)
         if failure is not None:
             self.metrics.failure(failure.stage, failure.retryable)

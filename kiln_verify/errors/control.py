@@ -65,9 +65,7 @@ class ApiIdempotencyKeyInvalid(ControlApiError):
 class ApiIdempotencyConflict(ControlApiError):
     code = "openenv_run_idempotency_conflict"
     http_status = 409
-    default_hint = (
-        "reuse a key only for the identical request; choose a new key for different work"
-    )
+    default_hint = "reuse a key only for the identical request; choose a new key for different work"
 
 
 class ApiAdapterUnknown(ControlApiError):
@@ -93,6 +91,12 @@ class ApiRunCreateFailed(ControlApiError):
     code = "openenv_run_create_failed"
     http_status = 500
     default_hint = "check that the server's state directory is writable and has free space"
+
+
+class ApiDisabled(ControlApiError):
+    code = "openenv_disabled"
+    http_status = 404
+    default_hint = "set [openenv] enabled = true in the server configuration and restart it"
 
 
 class ApiRunNotFound(ControlApiError):

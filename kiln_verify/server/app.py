@@ -46,6 +46,7 @@ from kiln_verify.control.status import RUN_LIST_SCHEMA, RunList
 from kiln_verify.control.store import RUN_ID_PATTERN, RunStore
 from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import (
+    ApiDisabled,
     ApiInternalError,
     ApiMethodNotAllowed,
     ApiRequestInvalid,
@@ -101,6 +102,12 @@ def create_app(config: ServerConfig) -> FastAPI:
     def registry() -> RunRegistry:
         return holder["registry"]
 
+    def enabled() -> RunRegistry:
+        runs = holder["registry"]
+        if not runs.config.openenv.enabled:
+            raise ApiDisabled("the OpenEnv control plane is disabled on this server")
+        return runs
+
     app = FastAPI(
         title="kiln-verify control plane",
         version="1",
@@ -140,7 +147,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.post("/v1/openenv/runs", **openapi.create_run())
     async def create_run(request: Request) -> Response:
-        runs = registry()
+        runs = enabled()
         run_request = parse_run_request(_body(await request.body()))
         replayed = runs.replay(run_request)
         if replayed is not None:
@@ -168,12 +175,12 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.post("/v1/openenv/inspect", **openapi.inspect())
     async def inspect(request: Request) -> Response:
-        answer = await discovery.inspect(registry(), _body(await request.body()))
+        answer = await discovery.inspect(enabled(), _body(await request.body()))
         return json_response(answer)
 
     @app.post("/v1/openenv/tasks", **openapi.tasks())
     async def tasks(request: Request) -> Response:
-        answer = await discovery.task_catalogs(registry(), _body(await request.body()))
+        answer = await discovery.task_catalogs(enabled(), _body(await request.body()))
         return json_response(answer)
 
     @app.get("/metrics", include_in_schema=False)

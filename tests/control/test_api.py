@@ -284,3 +284,18 @@ def test_tracked_bound_forgets_the_oldest_terminal_and_refuses_when_all_live(
         assert reused.status_code == 202
         assert reused.json()["run_id"] != old["run_id"]
         wait_terminal(http, reused.json()["run_id"])
+
+
+def test_a_disabled_control_plane_refuses_new_work(tmp_path: Path, bandit: OracleHandle) -> None:
+    with (
+        control_server(tmp_path / "state", enabled=False) as server,
+        httpx.Client(base_url=server.base_url, trust_env=False, timeout=60) as http,
+    ):
+        refused = http.post("/v1/openenv/runs", json=small_request(bandit.base_url))
+        assert refused.status_code == 404
+        assert _code(refused) == "openenv_disabled"
+        assert (
+            _code(http.post("/v1/openenv/inspect", json={"environment_urls": [bandit.base_url]}))
+            == "openenv_disabled"
+        )
+        assert http.get("/v1/openenv/runs").json()["runs"] == []

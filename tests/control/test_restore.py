@@ -204,3 +204,19 @@ def test_a_retained_request_the_new_configuration_refuses_is_persisted_contract_
         False,
     )
     assert "guarded" in failure["message"]
+
+
+def test_a_run_cancelled_before_its_task_starts_is_settled(tmp_path: Path) -> None:
+    async def main() -> None:
+        registry = _registry(tmp_path, max_active_runs=1)
+        registry.restore()
+        status, _ = registry.submit(parse_run_request(small_request(URL)))
+        registry.pump()  # admitted: its task exists but has not run a single step
+        assert registry.active(status.run_id) is not None
+        cancelled = await registry.cancel(status.run_id)
+        assert cancelled.state == "cancelled"
+        assert registry.active(status.run_id) is None
+        assert registry.gauges().active == 0
+        assert _on_disk(tmp_path, status.run_id)["state"] == "cancelled"
+
+    asyncio.run(main())
