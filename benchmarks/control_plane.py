@@ -360,19 +360,25 @@ def bench_metrics(serve: Serve, tracked: int, scrapes: int) -> dict[str, Any]:
 
 def _download_and_metrics(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """One server for both: the published runs, then enough failing runs for ``--tracked``."""
+    if not {"download", "metrics"} & args.parts:
+        return {}
     state = work / "download-state"
     run_id = _published_run(state, args.size_mib * MiB)
     small_id = _published_run(state, max(1, args.size_mib // 16) * MiB)
     config = work / "download.toml"
     config.write_text(f"[openenv]\nmax_tracked_runs = {args.tracked}\n", encoding="utf-8")
     serve = Serve(state, config)
+    out: dict[str, Any] = {}
     try:
-        return {
-            "download": bench_download(serve, run_id, small_id, args.size_mib, args.rounds, work),
-            "metrics": bench_metrics(serve, args.tracked, args.scrapes),
-        }
+        if "download" in args.parts:
+            out["download"] = bench_download(
+                serve, run_id, small_id, args.size_mib, args.rounds, work
+            )
+        if "metrics" in args.parts:
+            out["metrics"] = bench_metrics(serve, args.tracked, args.scrapes)
     finally:
         serve.stop()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,18 +389,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--creation-rounds", type=int, default=4)
     parser.add_argument("--tracked", type=int, default=128)
     parser.add_argument("--scrapes", type=int, default=200)
+    parser.add_argument(
+        "--only",
+        choices=("download", "creation", "metrics"),
+        action="append",
+        help="run only these parts (repeatable; default: all three)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    parts = set(args.only or ("download", "creation", "metrics"))
+    args.parts = parts
     work = Path(tempfile.mkdtemp(prefix="kiln-control-bench-"))
     try:
-        report = {
+        report: dict[str, Any] = {
             "benchmark": "control_plane",
             "cpu_count": os.cpu_count(),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             **_download_and_metrics(args, work),
-            "creation": bench_creation(args.clients, args.creation_rounds, work),
             "self_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         }
+        if "creation" in parts:
+            report["creation"] = bench_creation(args.clients, args.creation_rounds, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(report, indent=2 if args.json else None))

@@ -1,4 +1,8 @@
-"""The control-plane benchmark runs end to end at tiny sizes (its numbers are not asserted)."""
+"""The control-plane benchmark runs (its numbers are never asserted).
+
+Only the metrics part runs here, at a tiny size: the download and creation parts start
+several interpreters each and belong to `python -m benchmarks.control_plane`, not the suite.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +19,9 @@ def test_control_plane_benchmark_runs() -> None:
             sys.executable,
             "-m",
             "benchmarks.control_plane",
+            "--only",
+            "metrics",
             "--size-mib",
-            "2",
-            "--rounds",
-            "1",
-            "--clients",
-            "4",
-            "--creation-rounds",
             "1",
             "--tracked",
             "6",
@@ -36,10 +36,7 @@ def test_control_plane_benchmark_runs() -> None:
     )
     report = json.loads(result.stdout)
     assert report["benchmark"] == "control_plane"
-    download = report["download"]
-    assert download["size_mib"] == 2
-    assert download["ratio"] > 0
-    assert len(download["rounds"]["client"]) == 1
-    assert set(download["peak_rss_kib"]) == {"1 MiB", "2 MiB"}
-    assert report["creation"]["requests"] == 4
+    assert set(report) >= {"metrics"}
+    assert "download" not in report
     assert report["metrics"]["tracked_runs"] == 6
+    assert report["metrics"]["ratio"] > 0
