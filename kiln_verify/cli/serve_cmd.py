@@ -45,6 +45,7 @@ def serve_command(
 ) -> None:
     """Serve the control plane until interrupted."""
     from kiln_verify.control.config import load_config
+    from kiln_verify.control.store import RunStore
     from kiln_verify.openenv.urls import is_loopback_host
     from kiln_verify.server.runner import serve_forever
 
@@ -71,7 +72,17 @@ def serve_command(
         )
 
     try:
-        serve_forever(settings, ready)
+        RunStore(settings.runs_root)  # created and checked before anything listens
+    except (OSError, KilnError) as exc:
+        detail = exc.rule if isinstance(exc, KilnError) else exc.strerror
+        typer.echo(
+            f"error: cannot use the state directory {settings.state_dir}: {detail}", err=True
+        )
+        raise typer.Exit(1) from None
+    try:
+        if not serve_forever(settings, ready):
+            typer.echo("error: the control plane failed to start (see above)", err=True)
+            raise typer.Exit(1)
     except OSError as exc:
         typer.echo(
             f"error: cannot listen on {settings.host}:{settings.port}: {exc.strerror}", err=True

@@ -125,8 +125,11 @@ def start_in_thread(config: ServerConfig) -> ServerHandle:
     return handle
 
 
-def serve_forever(config: ServerConfig, on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve in the foreground until SIGINT/SIGTERM; ``on_ready(base_url)`` once listening."""
+def serve_forever(config: ServerConfig, on_ready: Callable[[str], None] | None = None) -> bool:
+    """Serve in the foreground until SIGINT/SIGTERM; ``on_ready(base_url)`` once listening.
+
+    Returns whether the server started at all (``False``: its start-up failed and was
+    logged, e.g. an unreadable state directory)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
     sock = bind(config.host, config.port)
@@ -136,3 +139,4 @@ def serve_forever(config: ServerConfig, on_ready: Callable[[str], None] | None =
         server.run(sockets=[sock])
     finally:
         sock.close()
+    return bool(server.started)

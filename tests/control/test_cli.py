@@ -168,6 +168,11 @@ def test_serve_refuses_a_bad_configuration(tmp_path: Path) -> None:
     result = runner.invoke(app, ["serve", "--config", str(config), "--port", "0"])
     assert result.exit_code == 2
     assert "max_active_runs" in result.stderr
+    occupied = tmp_path / "a-file"
+    occupied.write_bytes(b"")
+    unusable = runner.invoke(app, ["serve", "--port", "0", "--state-dir", str(occupied)])
+    assert unusable.exit_code == 1
+    assert "cannot use the state directory" in unusable.stderr
 
 
 @pytest.mark.parametrize("command", ["runs", "start", "status", "cancel", "artifact"])
