@@ -33,6 +33,7 @@ MODES = (
     "redirect",
     "gzip",
     "status-absolute-url",
+    "redirect-everything",
 )
 
 
@@ -68,6 +69,17 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _answer(self, path: str, upstream: httpx.Response) -> None:
         mode = self.proxy.mode
+        if mode == "redirect-everything":
+            self._send(
+                "307 Temporary Redirect",
+                [
+                    ("location", f"http://127.0.0.1:9{path}"),
+                    ("content-length", "0"),
+                    ("connection", "close"),
+                ],
+                b"",
+            )
+            return
         content = upstream.content
         keep = [
             (k, v)

@@ -180,3 +180,31 @@ def test_cli_prints_the_receipt_and_exits_1_on_tampering(
     assert bad.exit_code == 1
     assert "artifact_body_invalid" in bad.stderr
     assert not (tmp_path / "other.json").exists()
+
+
+def test_no_route_follows_a_redirect(published: Published, tmp_path: Path) -> None:
+    published.proxy.mode = "redirect-everything"
+    try:
+        with ControlClient(published.proxy.url) as client:
+            for call in (
+                lambda: client.status(published.run_id),
+                lambda: client.runs(),
+                lambda: client.start({"environment_urls": ["http://127.0.0.1:1"]}),
+                lambda: client.cancel(published.run_id),
+            ):
+                with pytest.raises(KilnError) as refused:
+                    call()
+                assert refused.value.code == "control_redirect"
+    finally:
+        published.proxy.mode = "pass"
+    assert all(path.startswith("/v1/") for _, path, _ in published.proxy.seen)
+
+
+def test_status_statistics_are_the_ones_the_summary_binds(
+    published: Published, tmp_path: Path
+) -> None:
+    with ControlClient(published.url) as client:
+        download_artifact(client, published.run_id, "summary", str(tmp_path / "s.json"))
+    summary = json.loads((tmp_path / "s.json").read_bytes())
+    assert published.status["rollout_stats"] == summary["stats"]
+    assert published.status["environments"] == [e["identity"] for e in summary["environments"]]
