@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +183,35 @@ def test_every_command_has_help_and_json(command: str) -> None:
     assert result.exit_code == 0
     assert "--url" in result.stdout
     assert "--json" in result.stdout
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_follow_draws_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiln_verify.cli.control_common import follow_renderer
+    from kiln_verify.control.admission import parse_run_request
+    from kiln_verify.control.status import RUN_SCHEMA, OpenEnvRunStatus, RunAdmission, RunProgress
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    status = OpenEnvRunStatus(
+        schema=RUN_SCHEMA,
+        run_id="0d0f3650-9614-4ccc-b507-a98394e2a3c4",
+        kind="rollout",
+        state="collecting",
+        request=parse_run_request({"environment_urls": ["http://h:1"]}),
+        submitted_unix_ms=1,
+        admission=RunAdmission(max_active_runs=1, sequence=1),
+        progress=RunProgress(
+            groups_completed=3, groups_total=8, rollouts_completed=12, rollouts_total=32
+        ),
+    )
+    with follow_renderer(True) as show:
+        show(status)
+    drawn = terminal.getvalue()
+    assert "groups (collecting)" in drawn
+    assert "3/8" in drawn
+    assert "12/32" in drawn
