@@ -97,7 +97,7 @@ _CLI = "from kiln_verify.cli import main; main()"
 
 def tokenizer_json() -> bytes:
     """The tiny model's byte-level BPE tokenizer, trained on this benchmark's own words."""
-    from tests.policy.tiny_model import train_tokenizer
+    from kiln_verify.testing.tiny_model import train_tokenizer
 
     words = ["arm", "pull", "the", "answer", "is", "four", "two", "plus", "be", "brief"]
     lines = [f"{words[i % 10]} {words[(i * 7) % 10]} {words[(i * 3) % 10]}" for i in range(300)]

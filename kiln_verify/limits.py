@@ -19,6 +19,12 @@ GiB: Final = 1024 * MiB
 MAX_ERROR_SNIPPET_CHARS: Final = 80
 """Characters of peer-supplied text an error message may quote (keys, names, values)."""
 
+# --- command-line progress (kiln_verify.cli) --------------------------------------------
+
+PROGRESS_LINE_INTERVAL_S: Final = 5.0
+"""Off a terminal, a long command prints at most one progress line per this many seconds
+(none at all when it finishes sooner)."""
+
 # --- strict JSON parsing (core.jsonio) ---------------------------------------------------
 
 MAX_JSON_DEPTH: Final = 127
@@ -255,6 +261,22 @@ are capped at 16 MiB); counted while streaming, before anything is parsed."""
 
 HTTP_CHAT_TIMEOUT_S: Final = 180.0
 """Whole-request timeout of one chat-completions call (kiln-openenv-contract §5.4, §11)."""
+
+DEFAULT_POLICY_RETRIES: Final = 2
+"""Extra attempts of one chat-completions call after a 429, a 5xx or a refused connection
+(the OpenAI Python client's own default); ``--policy-option max_retries=N`` changes it."""
+
+MAX_POLICY_RETRIES: Final = 10
+"""The largest ``max_retries`` the openai policy accepts."""
+
+POLICY_RETRY_BACKOFF_S: Final = 0.5
+"""First wait before a retry; it doubles per attempt up to ``POLICY_RETRY_BACKOFF_MAX_S``."""
+
+POLICY_RETRY_BACKOFF_MAX_S: Final = 8.0
+"""Longest wait between two attempts when the server gives no ``Retry-After``."""
+
+POLICY_RETRY_AFTER_MAX_S: Final = 30.0
+"""Longest ``Retry-After`` (integer seconds) that is honoured; a longer one fails at once."""
 
 MAX_POLICY_SCRIPT_BYTES: Final = 16 * MiB
 """A scripted policy's JSON script file."""

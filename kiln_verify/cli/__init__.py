@@ -67,12 +67,15 @@ def _root(
 def build_app(groups: Sequence[str] = tuple(GROUPS), subcommand: str | None = None) -> typer.Typer:
     """The root application with the named command groups attached, in a fixed order;
     ``subcommand``: the one a single group needs (a group may then attach only that one)."""
+    from kiln_verify.cli.output import CONTEXT_SETTINGS
+
     root = typer.Typer(
         name="kiln-verify",
         help="Conformance and verification for OpenEnv rollouts and the HF/TRL hand-off.",
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,
         pretty_exceptions_enable=False,
+        context_settings=CONTEXT_SETTINGS,
     )
     root.callback()(_root)
     for name in GROUPS:
@@ -93,11 +96,41 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _run(app: typer.Typer, argv: list[str]) -> None:
+    """Run ``app``; with ``--json`` on the command line a usage error the argument parser
+    itself raises (unknown flag, bad choice, missing option) is printed as the JSON error
+    object too."""
+    from typer.exceptions import TyperException
+
+    from kiln_verify.cli.output import usage_error_json
+
+    command = typer.main.get_command(app)
+    try:
+        # Without standalone mode an Exit raised inside a command comes back as the result.
+        status = command.main(args=argv, prog_name="kiln-verify", standalone_mode=False)
+        if isinstance(status, int) and status != 0:
+            sys.exit(status)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except typer.Abort:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except TyperException as exc:  # typer's own click: UsageError and its kin
+        code = int(getattr(exc, "exit_code", 2))
+        if "--json" in argv and code == 2 and hasattr(exc, "format_message"):
+            words = " ".join(a for a in argv[:2] if not a.startswith("-"))
+            typer.echo(usage_error_json(exc.format_message(), f"see kiln-verify {words} -h"))
+        else:
+            exc.show()  # type: ignore[attr-defined]
+        sys.exit(code)
+
+
 def main() -> None:
     """Console-script entry point; usage errors exit 2, contract failures 1."""
-    first = sys.argv[1] if len(sys.argv) > 1 else ""
+    argv = sys.argv[1:]
+    first = argv[0] if argv else ""
     if first not in GROUPS:
-        build_app()()
+        _run(build_app(), argv)
         return
-    second = sys.argv[2] if len(sys.argv) > 2 else None
-    build_app([first], second)()
+    second = argv[1] if len(argv) > 1 else None
+    _run(build_app([first], second), argv)

@@ -1,44 +1,42 @@
-"""Rollout collection flags shared by `openenv rollout` and `openenv evaluate` (contract §11).
+"""The rollout collection flags, built once from :class:`CollectionControls` (contract §11).
 
-The typer option declarations are ``Annotated`` aliases so both commands show the same names,
-help texts and defaults; :func:`build_controls` is the one mapping from the parsed flags to
-:class:`CollectionControls`; :class:`EmbeddedOracle` serves the embedded oracle in-process
-when no ``--environment`` is given. Per-command flags (``--groups``, ``--group-size``, the
-evaluation's ``--seed-start``, ``--oracle``'s help text, outputs, policies) stay with the
-commands.
+``openenv rollout`` and ``openenv evaluate`` take the same collection flags. They are not
+written out twice: :func:`collection_command` turns a command body
+``impl(flags: CollectionFlags, **own)`` into a typer command whose signature is the
+source flags (``--environment``, ``--credential-env``, the reset-options files,
+``--oracle``), one flag per tunable field of :class:`CollectionControls` (its help text
+and metavar come from the field, its default from the field or the command's
+``defaults``) and then the command's own parameters. :meth:`CollectionFlags.controls` is
+the one mapping from the parsed flags to validated controls; :class:`EmbeddedOracle`
+serves the embedded oracle in-process when no ``--environment`` is given.
+
+Engine errors name fields (`` `group_size` ``); :func:`kiln_verify.cli.output.fail` shows
+them as the flags a user types (``--group-size``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
 
+from kiln_verify.cli.output import flag_name
 from kiln_verify.errors import UsageError
 from kiln_verify.openenv.collect import CollectionControls, load_reset_options
+from kiln_verify.openenv.collect.controls import TUNABLES
 
 __all__ = [
-    "CapacityWaitSeconds",
-    "Concurrency",
-    "CredentialEnv",
+    "DEFAULT_ORACLE",
+    "CollectionFlags",
     "EmbeddedOracle",
-    "Environment",
-    "EnvironmentResetOptions",
     "Force",
-    "MaxActionTokens",
-    "MaxRecoverableErrors",
-    "MaxSteps",
-    "ProtocolErrorReward",
-    "ResetOptions",
-    "SeedStart",
-    "Temperature",
-    "Thinking",
-    "ThinkingBudgetTokens",
-    "build_controls",
-    "parse_bool",
+    "collection_command",
     "reset_templates",
 ]
 
@@ -47,61 +45,138 @@ PLACEHOLDER_URL = "http://127.0.0.1:1"
 #: The embedded oracle served when neither ``--environment`` nor ``--oracle`` is given.
 DEFAULT_ORACLE = "bandit"
 
-Environment = Annotated[
-    list[str] | None,
-    typer.Option("--environment", help="OpenEnv base URL (repeat; groups rotate round-robin)."),
-]
-CredentialEnv = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--credential-env", help="Bearer-token variable NAME per --environment; '-' = public."
-    ),
-]
-ResetOptions = Annotated[
-    str | None,
-    typer.Option("--reset-options", help="JSON object FILE merged into every reset (seed is set)."),
-]
-EnvironmentResetOptions = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--environment-reset-options", help="Per-environment reset FILE (repeat; '-' = {})."
-    ),
-]
-SeedStart = Annotated[int, typer.Option("--seed-start", help="Seed of group 0; +1 per group.")]
-MaxSteps = Annotated[int, typer.Option("--max-steps", help="Model actions per episode at most.")]
-Concurrency = Annotated[int, typer.Option("--concurrency", help="Candidate sessions at once.")]
-MaxActionTokens = Annotated[int, typer.Option("--max-action-tokens", help="Tokens per action.")]
-ThinkingBudgetTokens = Annotated[
-    int | None,
-    typer.Option("--thinking-budget-tokens", help="Thinking token budget (needs --thinking true)."),
-]
-Temperature = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
-Thinking = Annotated[str, typer.Option("--thinking", help="true|false: thinking mode.")]
-ProtocolErrorReward = Annotated[
-    float,
-    typer.Option("--protocol-error-reward", help="Penalty per protocol error or invalid action."),
-]
-MaxRecoverableErrors = Annotated[
-    int,
-    typer.Option(
-        "--max-recoverable-errors", help="Recoverable errors an episode may continue after."
-    ),
-]
-CapacityWaitSeconds = Annotated[
-    int,
-    typer.Option("--capacity-wait-seconds", help="How long to wait for a free session slot."),
-]
 Force = Annotated[bool, typer.Option("--force", help="Replace existing output files.")]
 
 
-def parse_bool(flag: str, text: str) -> bool:
-    """``true|1|yes|on`` / ``false|0|no|off`` (any case); anything else is a usage error."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise UsageError(f"{flag} takes true or false, not {text[:32]!r}")
+def _source_parameters(oracle_help: str) -> list[inspect.Parameter]:
+    def option(name: str, annotation: Any) -> inspect.Parameter:
+        return inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+        )
+
+    return [
+        option("environment", Annotated[list[str] | None, typer.Option(
+            "--environment", metavar="URL",
+            help="OpenEnv base URL (repeat; groups rotate round-robin)."
+        )]),
+        option("credential_env", Annotated[list[str] | None, typer.Option(
+            "--credential-env", metavar="NAME",
+            help="Bearer-token variable NAME per --environment; '-' = public."
+        )]),
+        option("reset_options", Annotated[str | None, typer.Option(
+            "--reset-options", metavar="FILE",
+            help="JSON object FILE merged into every reset (seed is set)."
+        )]),
+        option("environment_reset_options", Annotated[list[str] | None, typer.Option(
+            "--environment-reset-options", metavar="FILE",
+            help="Per-environment reset FILE (repeat; '-' = {})."
+        )]),
+        option("oracle", Annotated[str | None, typer.Option(
+            "--oracle", metavar="NAME", help=oracle_help
+        )]),
+    ]  # fmt: skip
+
+
+def _tunable_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
+    declared = {f.name: f for f in dataclasses.fields(CollectionControls)}
+    types = typing.get_type_hints(CollectionControls)
+    parameters = []
+    for name in TUNABLES:
+        field = declared[name]
+        metadata = field.metadata
+        default = defaults.get(name, field.default)
+        kind = types[name]
+        flag = flag_name(name)
+        if kind is bool:
+            option = typer.Option(f"{flag}/--no-{flag[2:]}", help=metadata["help"])
+        else:
+            option = typer.Option(flag, metavar=metadata["metavar"], help=metadata["help"])
+        parameters.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=Annotated[kind, option],
+            )
+        )
+    return parameters
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CollectionFlags:
+    """The parsed collection flags of one command line."""
+
+    environment: tuple[str, ...]
+    credential_env: tuple[str, ...]
+    reset_options: str | None
+    environment_reset_options: tuple[str, ...]
+    oracle: str | None
+    tunables: Mapping[str, Any]
+
+    def controls(self, **fields: Any) -> CollectionControls:
+        """Validated controls (placeholder URL for the embedded oracle); ``fields`` are the
+        command's own (outputs, ``force``) or overrides of tunables."""
+        if not self.environment and self.credential_env:
+            raise UsageError("`credential_envs` need `environments`")
+        return CollectionControls.create(
+            list(self.environment) or [PLACEHOLDER_URL],
+            reset_templates=reset_templates(
+                self.reset_options, list(self.environment_reset_options)
+            ),
+            credential_envs=[None if slot == "-" else slot for slot in self.credential_env],
+            **{**self.tunables, **fields},
+        )
+
+    def embedded(self) -> EmbeddedOracle:
+        return EmbeddedOracle.from_flags(list(self.environment), self.oracle)
+
+
+def collection_command(
+    impl: Callable[..., None],
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    oracle_help: str = "Embedded oracle to use when no --environment is given.",
+) -> Callable[..., None]:
+    """A typer command: the collection flags, then ``impl``'s own parameters.
+
+    ``impl(flags, **own)`` receives the parsed :class:`CollectionFlags` first.
+    """
+    hints = typing.get_type_hints(impl, include_extras=True)
+    own = [
+        p.replace(annotation=hints[p.name])
+        for p in list(inspect.signature(impl).parameters.values())[1:]
+    ]
+    own_names = {p.name for p in own}
+    sources = _source_parameters(oracle_help)
+    # A command may declare a tunable itself (evaluate's --seed-start has its own default
+    # rule); then that declaration is used and the value reaches the command, not flags.
+    tunables = [p for p in _tunable_parameters(defaults or {}) if p.name not in own_names]
+    generated = [p.name for p in tunables]
+
+    @functools.wraps(impl)
+    def command(**kwargs: Any) -> None:
+        flags = CollectionFlags(
+            environment=tuple(kwargs.pop("environment") or ()),
+            credential_env=tuple(kwargs.pop("credential_env") or ()),
+            reset_options=kwargs.pop("reset_options"),
+            environment_reset_options=tuple(kwargs.pop("environment_reset_options") or ()),
+            oracle=kwargs.pop("oracle"),
+            tunables={name: kwargs.pop(name) for name in generated},
+        )
+        impl(flags, **kwargs)
+
+    parameters = [
+        *sources,
+        *tunables,
+        *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
+    ]
+    clash = own_names & {p.name for p in sources}
+    if clash:
+        raise TypeError(f"{impl.__name__} redeclares collection source flags {sorted(clash)}")
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    del command.__wrapped__  # typer must read the generated signature, not impl's
+    return command
 
 
 def reset_templates(shared: str | None, per_environment: list[str]) -> list[dict[str, Any]] | None:
@@ -116,31 +191,6 @@ def reset_templates(shared: str | None, per_environment: list[str]) -> list[dict
     if per_environment:
         return [load_reset_options(path) for path in per_environment]
     return None
-
-
-def build_controls(
-    *,
-    environment: list[str] | None,
-    credential_env: list[str] | None,
-    reset_options: str | None,
-    environment_reset_options: list[str] | None,
-    thinking: str,
-    **options: Any,
-) -> CollectionControls:
-    """Validated controls from the parsed flags; ``options`` are the plain pass-through ones.
-
-    Without ``--environment`` the controls name a placeholder URL;
-    :meth:`EmbeddedOracle.serve` swaps in the embedded oracle's once it runs.
-    """
-    if not environment and credential_env:
-        raise UsageError("--credential-env needs --environment")
-    return CollectionControls.create(
-        environment or [PLACEHOLDER_URL],
-        reset_templates=reset_templates(reset_options, environment_reset_options or []),
-        credential_envs=[None if slot == "-" else slot for slot in credential_env or []],
-        thinking=parse_bool("--thinking", thinking),
-        **options,
-    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,13 +6,13 @@ Exit 0 on success; 1 with the typed error's code, rule, file and fix; 2 for usag
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from kiln_verify.cli.output import fail, print_json
 from kiln_verify.errors import KilnError
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
 
@@ -29,47 +29,66 @@ hf_app = typer.Typer(
 _MODEL = typer.Option(
     ...,
     "--model",
+    metavar="DIR",
     help="The resident HF model directory (config, tokenizer, chat template, *.safetensors).",
 )
 _NAME = typer.Option(
-    ..., "--name", help="Export name: 1..128 of [A-Za-z0-9_-], first alphanumeric."
+    ..., "--name", metavar="NAME", help="Export name: 1..128 of [A-Za-z0-9_-], first alphanumeric."
 )
 _OUTPUT = typer.Option(
     None,
     "--output",
+    metavar="PATH",
     help=(
         "NAME.kiln-hf.tar.gz to create (default ./NAME.kiln-hf.tar.gz); the NAME.kiln-hf/ "
         "directory is published beside it."
     ),
 )
 _SPLIT = typer.Option(
-    None, "--split-manifest", help="Optional evaluation split manifest (one JSON object)."
+    None,
+    "--split-manifest",
+    metavar="FILE",
+    help="Optional evaluation split manifest (one JSON object).",
 )
 _TEMPLATE = typer.Option(
     None,
     "--training-template",
+    metavar="FILE",
     help=(
         "TRL training template with {% generation %} blocks "
         "(default: derived from the model's chat template)."
     ),
 )
 _ADAPTER = typer.Option(
-    None, "--input-adapter", help="Optional PEFT adapter directory training starts from."
+    None,
+    "--input-adapter",
+    metavar="DIR",
+    help="Optional PEFT adapter directory training starts from.",
 )
 _SERVED = typer.Option(
-    None, "--served-model-id", help="Served model id to record (default: the model directory name)."
+    None,
+    "--served-model-id",
+    metavar="ID",
+    help="Served model id to record (default: the model directory name).",
 )
 _JSON = typer.Option(False, "--json", help="Print the report (or the error) as JSON.")
-_SFT_FILE = typer.Option(..., "--file", help='SFT messages JSONL ({"messages": [...]} per line).')
+_SFT_FILE = typer.Option(
+    ..., "--file", metavar="FILE", help='SFT messages JSONL ({"messages": [...]} per line).'
+)
 _POLICY = typer.Option(
     "fail",
     "--invalid-row-policy",
     help="fail (abort on the first bad row) or skip (record and skip it).",
 )
 _GRPO_FILE = typer.Option(
-    ..., "--file", help="Canonical compact final-LF JSONL of GRPO groups with rollout provenance."
+    ...,
+    "--file",
+    metavar="FILE",
+    help="Canonical compact final-LF JSONL of GRPO groups with rollout provenance.",
 )
-_PATH = typer.Argument(..., help="NAME.kiln-hf.tar.gz, or a NAME.kiln-hf bundle directory.")
+_PATH = typer.Argument(
+    ..., metavar="PATH", help="NAME.kiln-hf.tar.gz, or a NAME.kiln-hf bundle directory."
+)
 _COMPLETED = typer.Option(
     False,
     "--completed",
@@ -81,13 +100,9 @@ def _run(action: Callable[[], dict[str, Any]], as_json: bool) -> None:
     try:
         report = action()
     except KilnError as exc:
-        if as_json:
-            typer.echo(json.dumps({"error": exc.to_dict()}, indent=2, ensure_ascii=False))
-        else:
-            typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc, as_json=as_json)
     if as_json:
-        typer.echo(json.dumps(report, indent=2, ensure_ascii=False, sort_keys=True))
+        print_json(report, sort_keys=True)
     else:
         for key, value in report.items():
             typer.echo(f"{key}: {value}")
@@ -111,7 +126,7 @@ def export_sft_command(
     model: Path = _MODEL,
     file: Path = _SFT_FILE,
     name: str = _NAME,
-    invalid_row_policy: str = _POLICY,
+    invalid_row_policy: InvalidRowPolicy = _POLICY,
     split_manifest: Path | None = _SPLIT,
     training_template: Path | None = _TEMPLATE,
     input_adapter: Path | None = _ADAPTER,
@@ -120,19 +135,15 @@ def export_sft_command(
     as_json: bool = _JSON,
 ) -> None:
     """Export an immutable, verified SFT bundle and its deterministic archive."""
-    from kiln_verify.errors import UsageError
     from kiln_verify.hf.export.writer import export_sft
 
     def action() -> dict[str, Any]:
-        if invalid_row_policy not in ("fail", "skip"):
-            raise UsageError("--invalid-row-policy must be 'fail' or 'skip'")
-        policy: InvalidRowPolicy = "fail" if invalid_row_policy == "fail" else "skip"
         outcome = export_sft(
             model=model,
             dataset=file,
             name=name,
             output=_output(name, output),
-            invalid_row_policy=policy,
+            invalid_row_policy=invalid_row_policy,
             split_manifest=split_manifest,
             training_template=training_template,
             input_adapter=input_adapter,
@@ -187,19 +198,27 @@ def verify_command(
 
 
 _BUNDLE = typer.Option(
-    ..., "--bundle", help="The completed NAME.kiln-hf directory (train.py has run in it)."
+    ...,
+    "--bundle",
+    metavar="DIR",
+    help="The completed NAME.kiln-hf directory (train.py has run in it).",
 )
 _ADAPTER_NAME = typer.Option(
     ...,
     "--name",
+    metavar="NAME",
     help="Adapter name: 1..128 of [A-Za-z0-9._-], first alphanumeric, no '..'.",
 )
 _REGISTRY = typer.Option(
-    ..., "--registry", help="Adapter registry directory; NAME/ is created in it."
+    ...,
+    "--registry",
+    metavar="DIR",
+    help="Adapter registry directory (created private if missing); NAME/ is created in it.",
 )
 _ENVELOPE_OUTPUT = typer.Option(
     None,
     "--output",
+    metavar="PATH",
     help="NAME.kiln-hf-import.tar.gz to create (default ./NAME.kiln-hf-import.tar.gz).",
 )
 
@@ -243,6 +262,7 @@ def envelope_command(
 
 _IMPORT_PATH = typer.Argument(
     ...,
+    metavar="PATH",
     help=(
         "NAME.kiln-hf-import.tar.gz, a NAME.kiln-hf-import envelope directory, or an "
         "installed adapter directory REGISTRY/NAME."
@@ -251,11 +271,13 @@ _IMPORT_PATH = typer.Argument(
 _INSTALLED_NAME = typer.Option(
     None,
     "--name",
+    metavar="NAME",
     help="Installed adapter only: the name its receipt must bind (default: the directory name).",
 )
 _RESIDENT = typer.Option(
     None,
     "--model",
+    metavar="DIR",
     help="Also require this resident model's identity and a structurally loadable adapter.",
 )
 

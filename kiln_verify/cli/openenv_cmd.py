@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kiln_verify.cli.output import fail
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_TASK_PAGE
 
@@ -43,14 +44,25 @@ after ``inspect`` and ``tasks``."""
 
 SUBCOMMANDS: tuple[str, ...] = ("inspect", "tasks", *_REGISTERED)
 
-_ENVIRONMENT = typer.Option(..., "--environment", help="Base URL of the OpenEnv server.")
-_CREDENTIAL = typer.Option(
-    None, "--credential-env", help="NAME of an environment variable holding a bearer token."
+_ENVIRONMENT = typer.Option(
+    ..., "--environment", metavar="URL", help="Base URL of the OpenEnv server."
 )
-_JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+_CREDENTIAL = typer.Option(
+    None,
+    "--credential-env",
+    metavar="NAME",
+    help="NAME of an environment variable holding a bearer token.",
+)
+_JSON = typer.Option(False, "--json", help="Print the result (or the error) as JSON.")
 
 
-def _run(url: str, credential_env: str | None, work: Callable[[OpenEnvClient], Awaitable[T]]) -> T:
+def _run(
+    url: str,
+    credential_env: str | None,
+    work: Callable[[OpenEnvClient], Awaitable[T]],
+    *,
+    as_json: bool,
+) -> T:
     """Build the client, run ``work``, map typed errors to their exit status."""
     from kiln_verify.openenv.client import OpenEnvClient
 
@@ -65,11 +77,7 @@ def _run(url: str, credential_env: str | None, work: Callable[[OpenEnvClient], A
     try:
         return asyncio.run(main())
     except KilnError as exc:
-        text = str(exc)
-        if client is not None:
-            text = client.redact(text)
-        typer.echo(f"error: {text}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc, as_json=as_json, redact=client.redact if client is not None else None)
 
 
 def inspect_command(
@@ -82,7 +90,7 @@ def inspect_command(
     async def work(client: OpenEnvClient) -> dict[str, Any]:
         return (await client.inspect()).identity.to_json()
 
-    record = _run(environment, credential_env, work)
+    record = _run(environment, credential_env, work, as_json=as_json)
     if as_json:
         typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
         return
@@ -108,12 +116,24 @@ def inspect_command(
 def tasks_command(
     environment: str = _ENVIRONMENT,
     environment_name: str | None = typer.Option(
-        None, "--environment-name", help="Environment to list (default: the only one)."
+        None,
+        "--environment-name",
+        metavar="NAME",
+        help="Environment to list (default: the only one).",
     ),
-    split: str | None = typer.Option(None, "--split", help="Split to page through."),
-    start: int = typer.Option(0, "--start", min=0, help="First task index of the page."),
+    split: str | None = typer.Option(
+        None, "--split", metavar="NAME", help="Split to page through."
+    ),
+    start: int = typer.Option(
+        0, "--start", min=0, metavar="INDEX", help="First task index of the page."
+    ),
     limit: int = typer.Option(
-        50, "--limit", min=1, max=MAX_TASK_PAGE, help=f"Tasks per page (1..{MAX_TASK_PAGE})."
+        50,
+        "--limit",
+        min=1,
+        max=MAX_TASK_PAGE,
+        metavar="N",
+        help=f"Tasks per page (1..{MAX_TASK_PAGE}).",
     ),
     credential_env: str | None = _CREDENTIAL,
     as_json: bool = _JSON,
@@ -125,7 +145,7 @@ def tasks_command(
     async def work(client: OpenEnvClient) -> TaskCatalog:
         return await task_catalog(client, environment_name, split, start, limit)
 
-    catalog = _run(environment, credential_env, work)
+    catalog = _run(environment, credential_env, work, as_json=as_json)
     if as_json:
         typer.echo(json.dumps(catalog.to_json(), indent=2, ensure_ascii=False))
         return
@@ -166,7 +186,9 @@ def build_openenv_app(only: str | None = None) -> typer.Typer:
     """
     app = typer.Typer(
         name="openenv",
-        help="Inspect OpenEnv environment servers (discovery, identity, Task API).",
+        help=(
+            "OpenEnv: inspect servers, collect rollout bundles, verify, replay and evaluate them."
+        ),
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

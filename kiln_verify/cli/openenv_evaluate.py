@@ -24,8 +24,8 @@ collection / verification / pairing failure (no receipt); 2 usage.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -34,12 +34,16 @@ from rich.console import Console
 from rich.table import Table
 
 from kiln_verify.cli import collection_options as opts
+from kiln_verify.cli.output import fail
+from kiln_verify.cli.progress import CollectionProgress, run_interruptible
 from kiln_verify.errors import KilnError, UsageError
-from kiln_verify.openenv.collect import CollectionControls
+from kiln_verify.openenv.collect import CollectionControls, ProgressHook
 from kiln_verify.openenv.evaluate import (
+    BASELINE_DIR,
     RECEIPT_NAME,
     Evaluation,
     TrainingInterval,
+    check_layout,
     check_live_request,
     evaluate_bundles,
     run_evaluation,
@@ -88,18 +92,20 @@ async def _live(
     controls: CollectionControls,
     baseline: Policy,
     candidate: Policy,
-    output_dir: str | None,
+    output_dir: str,
     gate: EnvironmentEvalGate | None,
     training: TrainingInterval | None,
+    progress: ProgressHook,
 ) -> Evaluation:
     try:
         return await run_evaluation(
             controls,
             baseline,
             candidate,
-            output_dir or DEFAULT_OUTPUT_DIR,
+            output_dir,
             gate=gate,
             training=training,
+            progress=progress,
         )
     finally:
         await _close(baseline, candidate)
@@ -137,88 +143,101 @@ def _table(evaluation: Evaluation) -> Table:
     return table
 
 
-def evaluate_command(
-    environment: opts.Environment = None,
-    credential_env: opts.CredentialEnv = None,
-    reset_options: opts.ResetOptions = None,
-    environment_reset_options: opts.EnvironmentResetOptions = None,
-    groups: Annotated[int, typer.Option("--groups", help="Held-out groups (one seed each).")] = 20,
-    group_size: Annotated[int, typer.Option("--group-size", help="Candidates per group.")] = 1,
+def _evaluate(
+    flags: opts.CollectionFlags,
     seed_start: Annotated[
         int | None,
         typer.Option(
-            "--seed-start", help="Held-out seed of group 0 (default: after training, else 0)."
-        ),
-    ] = None,
-    max_steps: opts.MaxSteps = 8,
-    concurrency: opts.Concurrency = 4,
-    max_action_tokens: opts.MaxActionTokens = 256,
-    thinking_budget_tokens: opts.ThinkingBudgetTokens = None,
-    temperature: opts.Temperature = 1.0,
-    thinking: opts.Thinking = "true",
-    protocol_error_reward: opts.ProtocolErrorReward = -1.0,
-    max_recoverable_errors: opts.MaxRecoverableErrors = 3,
-    capacity_wait_seconds: opts.CapacityWaitSeconds = 300,
-    oracle: Annotated[
-        str | None,
-        typer.Option(
-            "--oracle", help="Embedded oracle to evaluate on when no --environment is given."
+            "--seed-start",
+            metavar="SEED",
+            help="Held-out seed of group 0 (default: after training, else 0).",
         ),
     ] = None,
     baseline_policy: Annotated[
         str | None,
-        typer.Option("--baseline-policy", help=f"Baseline policy: {'|'.join(POLICY_NAMES)}."),
+        typer.Option(
+            "--baseline-policy", metavar="NAME", help=f"Baseline policy: {'|'.join(POLICY_NAMES)}."
+        ),
     ] = None,
     baseline_policy_option: Annotated[
         list[str] | None,
-        typer.Option("--baseline-policy-option", help="KEY=VALUE baseline policy option."),
+        typer.Option(
+            "--baseline-policy-option", metavar="KEY=VALUE", help="Baseline policy option."
+        ),
     ] = None,
     candidate_policy: Annotated[
         str | None,
-        typer.Option("--candidate-policy", help=f"Candidate policy: {'|'.join(POLICY_NAMES)}."),
+        typer.Option(
+            "--candidate-policy",
+            metavar="NAME",
+            help=f"Candidate policy: {'|'.join(POLICY_NAMES)}.",
+        ),
     ] = None,
     candidate_policy_option: Annotated[
         list[str] | None,
-        typer.Option("--candidate-policy-option", help="KEY=VALUE candidate policy option."),
+        typer.Option(
+            "--candidate-policy-option", metavar="KEY=VALUE", help="Candidate policy option."
+        ),
     ] = None,
     baseline_summary: Annotated[
         str | None,
-        typer.Option("--baseline-summary", help="Offline form: the baseline bundle's summary."),
+        typer.Option(
+            "--baseline-summary",
+            metavar="PATH",
+            help="Offline form: the baseline bundle's summary.",
+        ),
     ] = None,
     candidate_summary: Annotated[
         str | None,
-        typer.Option("--candidate-summary", help="Offline form: the candidate bundle's summary."),
+        typer.Option(
+            "--candidate-summary",
+            metavar="PATH",
+            help="Offline form: the candidate bundle's summary.",
+        ),
     ] = None,
     receipt: Annotated[
         str | None,
-        typer.Option("--receipt", help="Offline form: write the receipt to this path."),
+        typer.Option(
+            "--receipt", metavar="PATH", help="Offline form: write the receipt to this path."
+        ),
     ] = None,
     output_dir: Annotated[
         str | None,
         typer.Option(
             "--output-dir",
+            metavar="DIR",
             help=f"Directory for baseline/, candidate/ and {RECEIPT_NAME} "
             f"(live default {DEFAULT_OUTPUT_DIR}).",
         ),
     ] = None,
     training_seed_start: Annotated[
         int | None,
-        typer.Option("--training-seed-start", help="Declared training interval: first seed."),
+        typer.Option(
+            "--training-seed-start", metavar="SEED", help="Declared training interval: first seed."
+        ),
     ] = None,
     training_groups: Annotated[
         int | None,
-        typer.Option("--training-groups", help="Declared training interval: number of groups."),
+        typer.Option(
+            "--training-groups", metavar="N", help="Declared training interval: number of groups."
+        ),
     ] = None,
     min_mean_improvement: Annotated[
         float | None,
-        typer.Option("--min-mean-improvement", help="Gate: least mean-return improvement (>= 0)."),
+        typer.Option(
+            "--min-mean-improvement",
+            metavar="X",
+            help="Gate: least mean-return improvement (>= 0).",
+        ),
     ] = None,
     min_mean_return: Annotated[
         float | None,
-        typer.Option("--min-mean-return", help="Gate: least candidate mean return."),
+        typer.Option("--min-mean-return", metavar="X", help="Gate: least candidate mean return."),
     ] = None,
     force: opts.Force = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the receipt as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the receipt (or the error) as JSON.")
+    ] = False,
 ) -> None:
     """Compare a candidate with a baseline policy on paired held-out seeds (sign test)."""
     baseline: Policy | None = None
@@ -230,7 +249,7 @@ def evaluate_command(
         if offline:
             if baseline_summary is None or candidate_summary is None:
                 raise UsageError("--baseline-summary and --candidate-summary go together")
-            if environment or baseline_policy or candidate_policy or oracle:
+            if flags.environment or baseline_policy or candidate_policy or flags.oracle:
                 raise UsageError(
                     "the offline form (--baseline-summary/--candidate-summary) collects "
                     "nothing: drop --environment, --oracle and the policy flags"
@@ -255,42 +274,22 @@ def evaluate_command(
                     "--receipt belongs to the offline form; the live form writes "
                     f"--output-dir/{RECEIPT_NAME}"
                 )
-            embedded = opts.EmbeddedOracle.from_flags(environment, oracle)
+            embedded = flags.embedded()
             start = seed_start
             if start is None:
                 start = training.next_seed if training is not None else 0
-            controls = opts.build_controls(
-                environment=environment,
-                credential_env=credential_env,
-                reset_options=reset_options,
-                environment_reset_options=environment_reset_options,
-                groups=groups,
-                group_size=group_size,
-                seed_start=start,
-                max_steps=max_steps,
-                concurrency=concurrency,
-                max_action_tokens=max_action_tokens,
-                thinking_budget_tokens=thinking_budget_tokens,
-                temperature=temperature,
-                thinking=thinking,
-                protocol_error_reward=protocol_error_reward,
-                max_recoverable_errors=max_recoverable_errors,
-                capacity_wait_seconds=capacity_wait_seconds,
-                force=force,
-            )
+            controls = flags.controls(seed_start=start, force=force)
             check_live_request(controls, gate, training)
+            directory = output_dir or DEFAULT_OUTPUT_DIR
+            check_layout(directory, force=force)  # before any policy loads or server is used
             baseline = _policy("--baseline-policy", baseline_policy, baseline_policy_option)
             candidate = _policy("--candidate-policy", candidate_policy, candidate_policy_option)
             with embedded.serve(controls) as live:
                 pair = (baseline, candidate)
                 baseline = candidate = None  # from here on _live closes them
-                evaluation = asyncio.run(_live(live, *pair, output_dir, gate, training))
+                evaluation = _run_live(live, pair, directory, gate, training, show_bar=not as_json)
     except KilnError as exc:
-        if as_json:
-            typer.echo(json.dumps({"error": exc.to_dict()}, indent=2, ensure_ascii=False))
-        else:
-            typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc, as_json=as_json)
     finally:
         if baseline is not None or candidate is not None:
             asyncio.run(_close(baseline, candidate))
@@ -300,6 +299,31 @@ def evaluate_command(
         Console().print(_table(evaluation))
     if evaluation.receipt.evidence.decision in _FAILING_DECISIONS:
         raise typer.Exit(1)
+
+
+def _run_live(
+    controls: CollectionControls,
+    pair: tuple[Policy, Policy],
+    directory: str,
+    gate: EnvironmentEvalGate | None,
+    training: TrainingInterval | None,
+    *,
+    show_bar: bool,
+) -> Evaluation:
+    progress = CollectionProgress("evaluate", 2 * controls.groups, 2 * controls.rollout_count)
+    with progress.renderer(terminal=show_bar and sys.stderr.isatty()) as hook:
+        return run_interruptible(
+            lambda: _live(controls, *pair, directory, gate, training, hook),
+            progress,
+            outputs=f"{directory}/{BASELINE_DIR}",
+        )
+
+
+evaluate_command = opts.collection_command(
+    _evaluate,
+    defaults={"groups": 20, "group_size": 1},
+    oracle_help="Embedded oracle to evaluate on when no --environment is given.",
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -31,29 +31,38 @@ __all__ = ["register", "replay_command"]
 
 def replay_command(
     summary: Annotated[
-        Path, typer.Option("--summary", help="The rollout summary (receipt) to replay.")
+        Path,
+        typer.Option("--summary", metavar="PATH", help="The rollout summary (receipt) to replay."),
     ] = Path("openenv.rollout-summary.json"),
     dataset: Annotated[
-        Path | None, typer.Option("--dataset", help="Override the recorded JSONL corpus path.")
+        Path | None,
+        typer.Option("--dataset", metavar="PATH", help="Override the recorded JSONL corpus path."),
     ] = None,
     replay: Annotated[
-        Path | None, typer.Option("--replay", help="Override the recorded replay manifest path.")
+        Path | None,
+        typer.Option(
+            "--replay", metavar="PATH", help="Override the recorded replay manifest path."
+        ),
     ] = None,
     credential_env: Annotated[
         list[str] | None,
         typer.Option(
             "--credential-env",
+            metavar="NAME",
             help="Bearer-token variable NAME per captured environment, in environment "
             "order; '-' = public. Give none or exactly one per environment.",
         ),
     ] = None,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Candidates of a group replayed at once.")
+        int,
+        typer.Option("--concurrency", metavar="N", help="Candidates of a group replayed at once."),
     ] = DEFAULT_CONCURRENCY,
     capacity_wait_seconds: Annotated[
         int,
         typer.Option(
-            "--capacity-wait-seconds", help="How long to retry CAPACITY_REACHED per session."
+            "--capacity-wait-seconds",
+            metavar="SECONDS",
+            help="How long to retry CAPACITY_REACHED per session.",
         ),
     ] = DEFAULT_CAPACITY_WAIT_S,
     as_json: Annotated[

@@ -1,28 +1,29 @@
 """`kiln-verify openenv rollout`: collect an OpenEnv rollout bundle (three files).
 
 Flags follow kiln-openenv-contract §11 (rollout table) plus ``--policy`` /
-``--policy-option`` for the behaviour policy. With no ``--environment`` the embedded
-oracle (``bandit`` unless ``--oracle NAME``) is started in-process on a free loopback port
-and the ``random`` policy plays it: ``kiln-verify openenv rollout`` alone writes a complete
-bundle into the current directory. ``--grpo-output PATH`` adds the GRPO training corpus
-(docs/contract.md, "GRPO corpus from a rollout") to the same all-or-nothing publication.
-Exit status: 0 published, 1 collection or contract
-failure (nothing published), 2 usage.
+``--policy-option`` for the behaviour policy; the collection flags are built from
+:class:`~kiln_verify.openenv.collect.CollectionControls` (``collection_options``). With no
+``--environment`` the embedded oracle (``bandit`` unless ``--oracle NAME``) is started
+in-process on a free loopback port and the ``random`` policy plays it: ``kiln-verify
+openenv rollout`` alone writes a complete bundle into the current directory.
+``--grpo-output PATH`` adds the GRPO training corpus (docs/contract.md, "GRPO corpus from a
+rollout") to the same all-or-nothing publication. Every output path is checked before the
+policy is built or any server is contacted. Exit status: 0 published, 1 collection or
+contract failure (nothing published), 2 usage, 130 interrupted (nothing published).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kiln_verify.cli import collection_options as opts
+from kiln_verify.cli.output import fail, print_json
+from kiln_verify.cli.progress import CollectionProgress, run_interruptible
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.collect import (
     DEFAULT_DATASET,
@@ -30,13 +31,26 @@ from kiln_verify.openenv.collect import (
     DEFAULT_SUMMARY,
     Bundle,
     CollectionControls,
-    ProgressEvent,
+    check_outputs,
     grpo_tokenizer,
     run_collection,
 )
 from kiln_verify.openenv.policy.registry import POLICY_NAMES, build_policy, parse_policy_options
 
 __all__ = ["register"]
+
+PolicyName = Annotated[
+    str,
+    typer.Option("--policy", metavar="NAME", help=f"Behaviour policy: {'|'.join(POLICY_NAMES)}."),
+]
+PolicyOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--policy-option",
+        metavar="KEY=VALUE",
+        help="Policy option (repeat; see docs/policies.md).",
+    ),
+]
 
 
 def _table(bundle: Bundle, grpo_output: str | None = None) -> Table:
@@ -70,95 +84,54 @@ def _table(bundle: Bundle, grpo_output: str | None = None) -> Table:
     return table
 
 
-def rollout_command(
-    environment: opts.Environment = None,
-    credential_env: opts.CredentialEnv = None,
-    reset_options: opts.ResetOptions = None,
-    environment_reset_options: opts.EnvironmentResetOptions = None,
-    groups: Annotated[int, typer.Option("--groups", help="Groups (one seed each).")] = 8,
-    group_size: Annotated[int, typer.Option("--group-size", help="Candidates per group.")] = 4,
-    seed_start: opts.SeedStart = 0,
-    max_steps: opts.MaxSteps = 8,
-    concurrency: opts.Concurrency = 4,
-    max_action_tokens: opts.MaxActionTokens = 256,
-    thinking_budget_tokens: opts.ThinkingBudgetTokens = None,
-    temperature: opts.Temperature = 1.0,
-    thinking: opts.Thinking = "true",
-    protocol_error_reward: opts.ProtocolErrorReward = -1.0,
-    max_recoverable_errors: opts.MaxRecoverableErrors = 3,
-    capacity_wait_seconds: opts.CapacityWaitSeconds = 300,
-    output: Annotated[str, typer.Option("--output", help="Corpus JSONL path.")] = DEFAULT_DATASET,
+def _rollout(
+    flags: opts.CollectionFlags,
+    output: Annotated[
+        str, typer.Option("--output", metavar="PATH", help="Corpus JSONL path.")
+    ] = DEFAULT_DATASET,
     replay_output: Annotated[
-        str, typer.Option("--replay-output", help="Replay path.")
+        str, typer.Option("--replay-output", metavar="PATH", help="Replay manifest path.")
     ] = DEFAULT_REPLAY,
     summary_output: Annotated[
-        str, typer.Option("--summary-output", help="Summary path.")
+        str, typer.Option("--summary-output", metavar="PATH", help="Summary (receipt) path.")
     ] = DEFAULT_SUMMARY,
     force: opts.Force = False,
     grpo_output: Annotated[
         str | None,
         typer.Option(
             "--grpo-output",
+            metavar="PATH",
             help=(
                 "Also write the GRPO training corpus (rows for `hf export-grpo`); needs "
                 "--max-steps 1, --group-size >= 2 and a policy with token provenance."
             ),
         ),
     ] = None,
-    policy: Annotated[
-        str, typer.Option("--policy", help=f"Behaviour policy: {'|'.join(POLICY_NAMES)}.")
-    ] = "random",
-    policy_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--policy-option", help="KEY=VALUE policy option (repeat; see docs/policies.md)."
-        ),
-    ] = None,
-    oracle: Annotated[
-        str | None,
-        typer.Option(
-            "--oracle", help="Embedded oracle to collect from when no --environment is given."
-        ),
-    ] = None,
+    policy: PolicyName = "random",
+    policy_option: PolicyOptions = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print paths and statistics as JSON.")
+        bool, typer.Option("--json", help="Print paths and statistics (or the error) as JSON.")
     ] = False,
 ) -> None:
     """Collect rollouts into a corpus, a replay manifest and a summary, published together."""
     try:
-        embedded = opts.EmbeddedOracle.from_flags(environment, oracle)
-        controls = opts.build_controls(
-            environment=environment,
-            credential_env=credential_env,
-            reset_options=reset_options,
-            environment_reset_options=environment_reset_options,
-            groups=groups,
-            group_size=group_size,
-            seed_start=seed_start,
-            max_steps=max_steps,
-            concurrency=concurrency,
-            max_action_tokens=max_action_tokens,
-            thinking_budget_tokens=thinking_budget_tokens,
-            temperature=temperature,
-            thinking=thinking,
-            protocol_error_reward=protocol_error_reward,
-            max_recoverable_errors=max_recoverable_errors,
-            capacity_wait_seconds=capacity_wait_seconds,
+        embedded = flags.embedded()
+        controls = flags.controls(
             output=output,
             replay_output=replay_output,
             summary_output=summary_output,
             force=force,
             grpo_output=grpo_output,
         )
+        check_outputs(controls)  # before the policy loads a model or a server is contacted
         behaviour = build_policy(policy, parse_policy_options(policy_option or []))
         grpo_tokenizer(controls, behaviour)  # refuse before the oracle or any server is used
         with embedded.serve(controls) as live:
-            bundle = _collect(live, behaviour, show_progress=not as_json and sys.stderr.isatty())
+            bundle = _collect(live, behaviour, show_bar=not as_json and sys.stderr.isatty())
     except KilnError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc, as_json=as_json)
     if as_json:
-        report = {
+        report: dict[str, Any] = {
             "summary": controls.summary_output,
             "dataset": controls.output,
             "replay": controls.replay_output,
@@ -166,39 +139,27 @@ def rollout_command(
         }
         if controls.grpo_output is not None:
             report["grpo"] = controls.grpo_output
-        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        print_json(report)
         return
     Console().print(_table(bundle, controls.grpo_output))
 
 
-def _collect(controls: CollectionControls, policy: Any, *, show_progress: bool) -> Bundle:
-    async def main(hook: Any) -> Bundle:
-        try:
-            return await run_collection(controls, policy, progress=hook)
-        finally:
-            await policy.aclose()
+def _collect(controls: CollectionControls, policy: Any, *, show_bar: bool) -> Bundle:
+    progress = CollectionProgress("rollout", controls.groups, controls.rollout_count)
+    with progress.renderer(terminal=show_bar) as hook:
 
-    if not show_progress:
-        return asyncio.run(main(None))
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        group_task = bar.add_task("groups", total=controls.groups)
-        episode_task = bar.add_task("episodes", total=controls.rollout_count)
+        async def main() -> Bundle:
+            try:
+                return await run_collection(controls, policy, progress=hook)
+            finally:
+                await policy.aclose()
 
-        def hook(event: ProgressEvent) -> None:
-            if event.stage == "group":
-                bar.update(group_task, completed=event.completed)
-            elif event.stage == "episode":
-                bar.update(episode_task, completed=event.completed)
-            else:
-                bar.update(group_task, description=f"groups ({event.stage})")
+        return run_interruptible(main, progress, outputs=controls.summary_output)
 
-        return asyncio.run(main(hook))
+
+rollout_command = opts.collection_command(
+    _rollout, oracle_help="Embedded oracle to collect from when no --environment is given."
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -22,10 +22,15 @@ __all__ = ["register", "verify_command"]
 _SUMMARY = typer.Option(
     Path("openenv.rollout-summary.json"),
     "--summary",
+    metavar="PATH",
     help="The rollout summary (receipt) to verify.",
 )
-_DATASET = typer.Option(None, "--dataset", help="Override the recorded JSONL corpus path.")
-_REPLAY = typer.Option(None, "--replay", help="Override the recorded replay manifest path.")
+_DATASET = typer.Option(
+    None, "--dataset", metavar="PATH", help="Override the recorded JSONL corpus path."
+)
+_REPLAY = typer.Option(
+    None, "--replay", metavar="PATH", help="Override the recorded replay manifest path."
+)
 _JSON = typer.Option(False, "--json", help="Print the report (or the error) as JSON.")
 
 

@@ -89,23 +89,33 @@ def list_servers(
 @oracle_app.command("serve")
 def serve(
     name: str = typer.Argument(..., help="Server name (see `kiln-verify oracle list`)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port; 0 picks a free one."),
+    host: str = typer.Option("127.0.0.1", "--host", metavar="HOST", help="Address to listen on."),
+    port: int = typer.Option(
+        0, "--port", metavar="PORT", min=0, max=65535, help="Port; 0 picks a free one."
+    ),
     max_sessions: int = typer.Option(
         DEFAULT_MAX_SESSIONS,
         "--max-sessions",
+        metavar="N",
         min=1,
         help="Concurrent WebSocket sessions before CAPACITY_REACHED.",
     ),
-    fault: Annotated[list[str] | None, typer.Option("--fault", help=_FAULT_HELP)] = None,
+    fault: Annotated[
+        list[str] | None, typer.Option("--fault", metavar="PROFILE", help=_FAULT_HELP)
+    ] = None,
     ping_interval: float = typer.Option(
         20.0,
         "--ping-interval",
+        metavar="SECONDS",
         min=0.0,
         help="Seconds between server WebSocket pings (0 disables them).",
     ),
     ping_timeout: float = typer.Option(
-        20.0, "--ping-timeout", min=0.0, help="Seconds to wait for a pong before dropping."
+        20.0,
+        "--ping-timeout",
+        metavar="SECONDS",
+        min=0.0,
+        help="Seconds to wait for a pong before dropping.",
     ),
     per_message_deflate: bool = typer.Option(
         False,

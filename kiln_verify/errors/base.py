@@ -111,6 +111,16 @@ class UsageError(KilnError):
     exit_code = 2
 
 
+# --- interruption -----------------------------------------------------------------------
+
+
+class Interrupted(KilnError):
+    """A long command was stopped by SIGINT or SIGTERM; the rule says what was kept."""
+
+    code = "interrupted"
+    exit_code = 130
+
+
 # --- limits -----------------------------------------------------------------------------
 
 

@@ -66,6 +66,21 @@ class PolicyTransport(PolicyError):
     default_hint = "check that the inference server is running and reachable"
 
 
+class PolicyTimeout(PolicyError):
+    """A chat-completions call took longer than its timeout (it is not retried: the server
+    may still be generating, and a second request would double its load)."""
+
+    code = "policy_timeout"
+    default_hint = "lower --max-action-tokens or --concurrency, or make the inference server faster"
+
+
+class PolicyRateLimited(PolicyError):
+    """The chat-completions server kept answering 429 (or asked to wait too long)."""
+
+    code = "policy_rate_limited"
+    default_hint = "lower --concurrency, raise the server's rate limit, or retry later"
+
+
 class PolicyResponseInvalid(PolicyError):
     """The chat-completions response is not strict JSON of the expected shape."""
 
@@ -100,7 +115,7 @@ class GrpoOutputUnsupported(UsageError):
     """
 
     code = "grpo_output_unsupported"
-    default_hint = "use --max-steps 1 and --group-size 2 or more with --grpo-output"
+    default_hint = "use `max_steps` 1 and `group_size` 2 or more with `grpo_output`"
 
 
 class GrpoCorpusUnrepresentable(KilnError):

@@ -21,6 +21,7 @@ modified.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,8 +153,16 @@ def require_resident(resident: ResidentModelIdentity, export: ExportManifest, mo
         if got.get(key) != value:
             shown = value if isinstance(value, str) else "the exported value"
             found = got.get(key) if isinstance(got.get(key), str) else "another value"
+            hint = None
+            if key == "served_model_id":
+                hint = (
+                    f"the export recorded the served model id {shown!r}; pass "
+                    f"--served-model-id {shown} if this directory is that model"
+                )
             raise ResidentIdentityMismatch(
-                f"resident {key} is {found}, the export was made from {shown}", path=model
+                f"resident {key} is {found}, the export was made from {shown}",
+                path=model,
+                hint=hint,
             )
 
 
@@ -257,6 +266,29 @@ class ImportOutcome:
         }
 
 
+def ensure_registry(registry: str | os.PathLike[str]) -> Path:
+    """The registry directory; a missing one is created private (0700) when its parent
+    exists, so a first import needs no ``mkdir``. A path that exists and is not a
+    directory, or whose parent is missing, is a usage error."""
+    registry_dir = Path(registry)
+    if registry_dir.is_dir():
+        return registry_dir
+    if os.path.lexists(registry_dir):
+        raise UsageError("the registry path exists and is not a directory", path=str(registry_dir))
+    parent = registry_dir.parent
+    if not parent.is_dir():
+        raise UsageError(
+            "the registry's parent directory does not exist",
+            path=str(registry_dir),
+            hint=f"create {parent} first, or choose a registry inside an existing directory",
+        )
+    with contextlib.suppress(FileExistsError):  # created meanwhile by a concurrent import
+        registry_dir.mkdir(mode=0o700)
+    if not registry_dir.is_dir():
+        raise UsageError("the registry path is not a directory", path=str(registry_dir))
+    return registry_dir
+
+
 def import_peft(
     *,
     bundle: str | os.PathLike[str],
@@ -268,9 +300,7 @@ def import_peft(
     """Verify a completed bundle against the resident ``model`` and install its adapter as
     ``registry/name/`` (six files); an existing name is refused and left untouched."""
     check_import_name(name)
-    registry_dir = Path(registry)
-    if not registry_dir.is_dir():
-        raise UsageError("--registry is not a directory", path=str(registry_dir))
+    registry_dir = ensure_registry(registry)
     target = registry_dir / name
     if os.path.lexists(target):
         raise TargetExists(

@@ -243,9 +243,16 @@ def _result_identities(result: TrainingResult) -> list[FileIdentity]:
 def _check_file_set(root: str, found: set[str], declared: set[str], *, completed: bool) -> None:
     missing = sorted(declared - found)
     if missing:
+        untrained = completed and RESULT_MANIFEST in missing
         raise HfBundleMissingFile(
             f"declared file {missing[0]} is missing ({len(missing)} missing)",
             path=os.path.join(root, missing[0]),
+            hint=(
+                f"this bundle has not been trained yet: run its train.py first "
+                f"(python -I {os.path.join(root, 'train.py')} {root} --base-model MODEL)"
+                if untrained
+                else None
+            ),
         )
     extra = sorted(found - declared)
     if extra:

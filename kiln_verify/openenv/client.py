@@ -50,6 +50,7 @@ from kiln_verify.openenv.credentials import (
     read_bearer_token,
     redact,
 )
+from kiln_verify.openenv.hints import connection_hint, status_hint
 from kiln_verify.openenv.identity import DiscoveryDocuments, EnvironmentIdentity, build_identity
 from kiln_verify.openenv.session import Session
 from kiln_verify.openenv.urls import EnvironmentUrl, normalize_base_url
@@ -142,12 +143,11 @@ class OpenEnvClient:
         A 3xx is an error naming the redirect; other non-200 statuses not in ``allow``
         raise :class:`EnvironmentHttpStatus` without quoting the body.
         """
-        where = f"{method} {path}"
+        url = self.url.join(path)
+        where = f"{method} {url}"
         try:
             async with asyncio.timeout(self.request_timeout):
-                async with self._http.stream(
-                    method, self.url.join(path), json=json_body
-                ) as response:
+                async with self._http.stream(method, url, json=json_body) as response:
                     status = response.status_code
                     if 300 <= status < 400:
                         location = self.redact(response.headers.get("location", ""))
@@ -165,11 +165,15 @@ class OpenEnvClient:
             raise EnvironmentTimeout(f"{where} timed out connecting or reading") from None
         except httpx.HTTPError as exc:
             raise EnvironmentTransport(
-                f"{where} failed: {type(exc).__name__}: {snippet(self.redact(str(exc)))}"
+                f"{where} failed: {type(exc).__name__}: {snippet(self.redact(str(exc)))}",
+                hint=connection_hint(self.url, exc),
             ) from None
         check_reflection(self._token, body, f"the response to {where}")
         if status != 200 and status not in allow:
-            refused = EnvironmentHttpStatus(f"{where} answered HTTP {status}, expected 200")
+            refused = EnvironmentHttpStatus(
+                f"{where} answered HTTP {status}, expected 200",
+                hint=status_hint(self.url, path, status),
+            )
             refused.http_status = status
             raise refused
         return status, body
@@ -256,10 +260,12 @@ class OpenEnvClient:
                 user_agent_header="kiln-verify",
             )
         except InvalidStatus as exc:
+            status = exc.response.status_code
             refused = EnvironmentHttpStatus(
-                f"the WebSocket upgrade answered HTTP {exc.response.status_code}"
+                f"the WebSocket upgrade to {self.url.websocket_url} answered HTTP {status}",
+                hint=status_hint(self.url, "/ws", status),
             )
-            refused.http_status = exc.response.status_code
+            refused.http_status = status
             raise refused from None
         except TimeoutError:
             raise EnvironmentTimeout(
@@ -267,7 +273,8 @@ class OpenEnvClient:
             ) from None
         except (OSError, WebSocketException) as exc:
             raise EnvironmentTransport(
-                f"the WebSocket upgrade failed: {type(exc).__name__}"
+                f"the WebSocket upgrade to {self.url.websocket_url} failed: {type(exc).__name__}",
+                hint=connection_hint(self.url, exc),
             ) from None
         return Session(connection, request_timeout=self.request_timeout, token=self._token)
 

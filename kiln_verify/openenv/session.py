@@ -6,7 +6,7 @@ message is accounted for: an exchange reads its reply itself, right after sendin
 reader task, no hand-over through a future: that hop cost a loop turn per exchange); a
 message that arrived while no request was outstanding is still queued in the connection
 when the next exchange starts, and that exchange refuses it as unsolicited before
-sending; while the policy thinks under :meth:`Session.keep_alive_while` a watcher task
+sending; while the policy thinks under :meth:`Session.keep_alive_while` a pump task
 reads instead, so an unsolicited frame or a close fails the wait at once. Any failure
 (timeout, transport, binary, oversized, malformed or mistyped frame, credential
 reflection) closes the socket and marks the session poisoned forever. The request is
@@ -179,6 +179,101 @@ class _Watchdog:
             handle.cancel()
 
 
+class _KeepAlivePump:
+    """The keep-alive beside a caller that awaits policy inference in its own task.
+
+    Its task watches the connection (a cancel-safe ``recv``) for one interval at a time and
+    sends a read-only ``state`` between intervals. When the session fails (an unsolicited
+    frame, a close, a failed keep-alive exchange, a close from elsewhere) it records why
+    and cancels the caller, but only while the caller still awaits the awaitable: the
+    caller clears :attr:`awaiting` synchronously as soon as the awaitable has finished,
+    so a cancellation is never left pending for a later, unrelated await. Stopping waits
+    for a keep-alive exchange already in flight (cancelling it would poison a healthy
+    session) and cancels only the idle watch.
+    """
+
+    __slots__ = (
+        "_caller",
+        "_cancelled",
+        "_cancelling",
+        "_exchanging",
+        "_session",
+        "_task",
+        "awaiting",
+        "failure",
+        "stopping",
+    )
+
+    def __init__(self, session: Session, caller: asyncio.Task[Any]) -> None:
+        self._session = session
+        self._caller = caller
+        self._cancelling = caller.cancelling()
+        self._cancelled = False
+        self._exchanging = False
+        self.awaiting = True
+        self.stopping = False
+        self.failure: KilnError | None = None
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        session._watcher = self._task
+
+    def _fail(self, cause: KilnError) -> None:
+        if self.failure is None:
+            self.failure = cause
+        if self.awaiting and not self._cancelled:
+            self._cancelled = True
+            self._caller.cancel()
+
+    async def _run(self) -> None:
+        session = self._session
+        interval = keep_alive_interval(session.request_timeout)
+        try:
+            while not self.stopping:
+                try:
+                    async with asyncio.timeout(interval):
+                        # Returns only when something arrived: that always ends the session.
+                        await session._read_idle()
+                except TimeoutError:
+                    pass
+                else:
+                    self._fail(session._why_unusable())
+                    return
+                if self.stopping:
+                    return
+                self._exchanging = True
+                try:
+                    await session._exchange(RequestKind.STATE, encode_state())
+                finally:
+                    self._exchanging = False
+        except asyncio.CancelledError:
+            if not self.stopping:  # stopped from elsewhere (the session was closed)
+                self._fail(session._why_unusable())
+            raise
+        except KilnError as exc:
+            self._fail(exc)
+
+    def settle(self) -> bool:
+        """Called by the caller right after its await ends: stop cancelling it, and say
+        whether this pump's cancellation is the one that ended the await (``uncancel``)."""
+        self.awaiting = False
+        if not self._cancelled:
+            return False
+        self._cancelled = False
+        return self._caller.uncancel() <= self._cancelling
+
+    def failure_or_closed(self) -> KilnError:
+        return self.failure or SessionClosed("the session ended while the policy was thinking")
+
+    async def stop(self) -> None:
+        self.awaiting = False
+        self.stopping = True
+        task = self._task
+        if self._session._watcher is task:
+            self._session._watcher = None
+        if not task.done() and not self._exchanging:
+            task.cancel()
+        await asyncio.wait((task,))
+
+
 class Session:
     """A connected session; use :meth:`reset`, :meth:`step`, :meth:`state`, :meth:`close`."""
 
@@ -194,7 +289,7 @@ class Session:
         self._ended: KilnError | None = None
         self._poisoned = False
         self._closer: asyncio.Task[None] | None = None
-        #: Reads while :meth:`keep_alive_while` waits (and only then).
+        #: The keep-alive pump's task while :meth:`keep_alive_while` waits (and only then).
         self._watcher: asyncio.Task[None] | None = None
         self._watchdog = _Watchdog()
 
@@ -215,14 +310,19 @@ class Session:
             self._poisoned = poison
 
     def _check_usable(self) -> None:
-        if self._ended is None:
-            return
+        if self._ended is not None:
+            raise self._why_unusable()
+
+    def _why_unusable(self) -> KilnError:
+        """What a call on the ended session raises (``SessionClosed`` if it has not ended)."""
         cause = self._ended
+        if cause is None:
+            return SessionClosed("the session was closed")
         if self._poisoned:
-            raise SessionPoisoned(f"the session was poisoned earlier ({cause.code}: {cause.rule})")
+            return SessionPoisoned(f"the session was poisoned earlier ({cause.code}: {cause.rule})")
         if isinstance(cause, TerminalProtocolError):
-            raise cause
-        raise SessionClosed(f"the session is closed ({cause.code}: {cause.rule})")
+            return cause
+        return SessionClosed(f"the session is closed ({cause.code}: {cause.rule})")
 
     def _poison(self, cause: KilnError) -> KilnError:
         self._end(cause, poison=True)
@@ -270,15 +370,6 @@ class Session:
         watcher, self._watcher = self._watcher, None
         if watcher is not None and not watcher.done() and watcher is not asyncio.current_task():
             watcher.cancel()
-
-    async def _unwatch(self) -> None:
-        """Stop the keep-alive watcher and wait until it has let go of the connection
-        (``recv`` is cancel-safe: a frame it was about to take stays queued)."""
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            if not watcher.done():
-                watcher.cancel()
-            await asyncio.wait((watcher,))
 
     def _unsolicited(self, message: str | bytes) -> None:
         """A frame nobody asked for. Before the first request, a terminal error frame is
@@ -415,39 +506,37 @@ class Session:
     async def keep_alive_while(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` (policy inference) while keeping the session alive.
 
-        Pings are answered by the connection's own reader throughout; every
-        :func:`keep_alive_interval` a read-only ``state`` exchange renews servers that
-        only count application traffic. A watcher task reads while the policy thinks (and
-        stands aside for each keep-alive exchange): any unsolicited frame or close while
-        waiting fails closed: the awaitable is cancelled and the session error is raised.
+        The awaitable runs in the caller's own task, from its first step to its last:
+        HTTP clients built on anyio (httpx, httpcore) bind their cancel scopes and locks to
+        the task that entered them, so re-hosting a half-run call in another task breaks
+        them on the first real server. The keep-alive runs beside it instead, in a pump
+        task (:class:`_KeepAlivePump`): pings are answered by the connection's own reader
+        throughout; every :func:`keep_alive_interval` a read-only ``state`` exchange renews
+        servers that only count application traffic; any unsolicited frame or close while
+        waiting fails closed: the caller's await is cancelled (as ``asyncio.timeout``
+        cancels, and with its ``uncancel`` rule) and the session error is raised instead.
         """
-        task = asyncio.ensure_future(awaitable)
-        interval = keep_alive_interval(self.request_timeout)
-        loop = asyncio.get_running_loop()
-        try:
-            with self._exclusive():
-                self._check_usable()
-                try:
-                    while True:
-                        # A frame queued before the wait began is read at once by the
-                        # watcher, as any that arrives during it.
-                        watcher = loop.create_task(self._read_idle())
-                        self._watcher = watcher
-                        done, _ = await asyncio.wait(
-                            {task, watcher}, timeout=interval, return_when=asyncio.FIRST_COMPLETED
-                        )
-                        if task in done:
-                            return task.result()
-                        if watcher in done:
-                            self._watcher = None
-                            self._check_usable()
-                        await self._unwatch()
-                        await self._exchange(RequestKind.STATE, encode_state())
-                finally:
-                    await self._unwatch()
-        finally:
-            if not task.done():
-                task.cancel()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("keep_alive_while must run inside a task")
+        with self._exclusive():
+            self._check_usable()
+            pump = _KeepAlivePump(self, task)
+            try:
+                result = await awaitable
+            except asyncio.CancelledError:
+                if pump.settle():
+                    raise pump.failure_or_closed() from None
+                raise
+            except BaseException:
+                if pump.settle() or pump.failure is not None:
+                    raise pump.failure_or_closed() from None
+                raise
+            finally:
+                await pump.stop()
+            if pump.settle() or pump.failure is not None:
+                raise pump.failure_or_closed()
+            return result
 
     async def close(self) -> None:
         """Send ``{"type":"close"}`` best effort (no reply exists) and close the socket."""

@@ -41,7 +41,7 @@ def main() -> int:
     command = [
         args.kiln_verify, "openenv", "evaluate", "--oracle", args.oracle,
         "--groups", str(args.groups), "--group-size", "1", "--max-steps", "1",
-        "--thinking", "false", "--max-action-tokens", "16", "--concurrency", "1",
+        "--no-thinking", "--max-action-tokens", "16", "--concurrency", "1",
         "--training-seed-start", "0", "--training-groups", str(args.training_groups),
         "--baseline-policy", "transformers", "--candidate-policy", "transformers",
         *(x for opt in side for x in ("--baseline-policy-option", opt)),

@@ -1,8 +1,10 @@
-"""``_act`` steps the policy call once in place and hands a suspended call to a task.
+"""``_act`` steps the policy call once in place and continues a suspended call in the same
+task, under the session's keep-alive.
 
 The rest of the call must behave exactly as if it had been awaited from the start:
-values sent back in, exceptions, cancellation (in both directions) and non-coroutine
-awaitables.
+values sent back in, exceptions, cancellation (in both directions), non-coroutine
+awaitables, and (the real-socket case at the end) an httpx call, whose anyio locks must be
+released by the task that took them.
 """
 
 from __future__ import annotations
@@ -16,17 +18,20 @@ import pytest
 from kiln_verify.openenv.collect.episode import _act
 from kiln_verify.openenv.policy.base import Policy, PolicyRequest, PolicyResponse
 from kiln_verify.openenv.session import Session
+from oracle.runner import ServerHandle
 
 T = TypeVar("T")
 
 
 class FakeSession:
+    """Awaits in the caller's task, as :meth:`Session.keep_alive_while` does."""
+
     def __init__(self) -> None:
         self.kept_alive = 0
 
     async def keep_alive_while(self, awaitable: Awaitable[T]) -> T:
         self.kept_alive += 1
-        return await asyncio.ensure_future(awaitable)
+        return await awaitable
 
 
 class FakePolicy:
@@ -136,3 +141,47 @@ def test_a_plain_awaitable_is_awaited_under_the_keep_alive() -> None:
     response, kept = asyncio.run(main())
     assert response.text == "future"
     assert kept == 1
+
+
+def test_a_suspended_call_never_changes_task() -> None:
+    async def act(request: PolicyRequest) -> PolicyResponse:
+        first = asyncio.current_task()
+        await asyncio.sleep(0.001)
+        return PolicyResponse(text="same" if asyncio.current_task() is first else "moved")
+
+    response, kept = asyncio.run(_run(act))
+    assert (response.text, kept) == ("same", 1)
+
+
+def test_the_openai_policy_over_real_sockets_under_keep_alive(
+    servers: dict[str, ServerHandle],
+) -> None:
+    """An httpx call that outlasts several keep-alive intervals (0.3 s answer, 0.05 s
+    interval): state exchanges run beside it and it completes in its own task."""
+    from kiln_verify.openenv.client import OpenEnvClient
+    from kiln_verify.openenv.policy.openai_compat import OpenAICompatPolicy
+    from tests.policy.openai_stub import stub_server
+
+    async def scenario(origin: str) -> None:
+        policy = OpenAICompatPolicy(base_url=f"{origin}/slow-action/v1", model="m")
+        request = PolicyRequest.for_step(
+            messages=[{"role": "user", "content": "u"}], action_schema={}, seed=1,
+            candidate_index=0, step_index=0,
+        )  # fmt: skip
+        try:
+            async with (
+                OpenEnvClient(servers["bandit"].base_url, request_timeout=0.2) as client,
+                await client.open_session() as session,
+            ):
+                await session.reset({"seed": 1})
+                for _ in range(2):
+                    response = await _act(session, policy, request)
+                    assert response.text == '{"arm": 2}'
+                assert session.usable
+                observation = await session.step({"arm": 2})
+                assert observation.done in (True, False)
+        finally:
+            await policy.aclose()
+
+    with stub_server() as origin:
+        asyncio.run(scenario(origin))

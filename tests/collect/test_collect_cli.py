@@ -45,7 +45,7 @@ def test_json_output_names_the_files_and_stats(
     out = tmp_path / "o"
     out.mkdir()
     args = ["openenv", "rollout", "--environment", servers["counter"].base_url, "--json"]
-    args += ["--groups", "2", "--group-size", "2", "--max-steps", "2", "--thinking", "false"]
+    args += ["--groups", "2", "--group-size", "2", "--max-steps", "2", "--no-thinking"]
     args += ["--output", str(out / "d.jsonl"), "--replay-output", str(out / "r.json")]
     args += ["--summary-output", str(out / "s.json")]
     result = CliRunner().invoke(app, args)
@@ -100,3 +100,65 @@ def test_collection_failure_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert result.exit_code == 1
     assert "error: environment_transport" in result.output
     assert _files(tmp_path) == []
+
+
+def _bad_target(tmp_path: Path, case: str) -> tuple[str, str]:
+    """An output directory the publication would refuse, and the error code."""
+    if case == "missing-parent":
+        return str(tmp_path / "no-such-dir"), "publish_failed"
+    if case == "symlinked-parent":
+        real = tmp_path / "real"
+        real.mkdir()
+        (tmp_path / "link").symlink_to(real)
+        return str(tmp_path / "link"), "symlink_refused"
+    if case == "existing":
+        for folder in (tmp_path / "x", tmp_path / "x" / "baseline"):
+            folder.mkdir()
+            for name in DEFAULT_FILES:
+                (folder / name).write_text("keep")
+        return str(tmp_path / "x"), "target_exists"
+    raise AssertionError(case)
+
+
+_UNREACHABLE = ["--environment", "http://127.0.0.1:9", "--groups", "1", "--json"]
+
+
+@pytest.mark.parametrize("case", ["missing-parent", "symlinked-parent", "existing"])
+def test_rollout_checks_output_paths_before_any_network_contact(
+    tmp_path: Path, case: str
+) -> None:
+    """Port 9 answers nothing: a check after contact would fail with environment_transport."""
+    where, code = _bad_target(tmp_path, case)
+    rollout = CliRunner().invoke(app, ["openenv", "rollout", *_UNREACHABLE,
+        "--output", f"{where}/openenv.rollouts.jsonl",
+        "--replay-output", f"{where}/openenv.replay.json",
+        "--summary-output", f"{where}/openenv.rollout-summary.json"])  # fmt: skip
+    assert rollout.exit_code == 1
+    assert json.loads(rollout.stdout)["error"]["code"] == code, rollout.output
+    if case == "existing":
+        assert (tmp_path / "x" / DEFAULT_FILES[0]).read_text() == "keep"
+
+
+def test_rollout_and_evaluate_refuse_an_existing_output_with_one_message(tmp_path: Path) -> None:
+    where, _ = _bad_target(tmp_path, "existing")
+    rollout = CliRunner().invoke(app, ["openenv", "rollout", *_UNREACHABLE,
+        "--output", f"{where}/baseline/openenv.rollouts.jsonl",
+        "--replay-output", f"{where}/baseline/openenv.replay.json",
+        "--summary-output", f"{where}/baseline/openenv.rollout-summary.json"])  # fmt: skip
+    evaluate = CliRunner().invoke(app, ["openenv", "evaluate", *_UNREACHABLE,
+        "--output-dir", where, "--baseline-policy", "random",
+        "--candidate-policy", "random"])  # fmt: skip
+    assert json.loads(rollout.stdout)["error"] == json.loads(evaluate.stdout)["error"]
+    assert json.loads(evaluate.stdout)["error"]["code"] == "target_exists"
+
+
+def test_evaluate_refuses_an_output_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    evaluate = CliRunner().invoke(app, ["openenv", "evaluate", *_UNREACHABLE,
+        "--output-dir", str(tmp_path / "file"), "--baseline-policy", "random",
+        "--candidate-policy", "random"])  # fmt: skip
+    error = json.loads(evaluate.stdout)["error"]
+    assert (error["code"], error["rule"]) == (
+        "publish_failed", "a parent of the output is not a directory"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -25,18 +25,18 @@ URL = "http://127.0.0.1:1"
 @pytest.mark.parametrize(
     ("urls", "options", "fragment"),
     [
-        ([], {}, "--environment"),
+        ([], {}, "`environments`"),
         ([URL, URL], {"groups": 1}, "at least the number of environments"),
         ([URL], {"groups": 200, "group_size": 100}, "MAX_ROLLOUTS"),
         ([URL], {"seed_start": I64_MAX, "groups": 2}, "i64"),
-        ([URL], {"max_steps": 0}, "--max-steps"),
-        ([URL], {"concurrency": 257}, "--concurrency"),
-        ([URL], {"max_recoverable_errors": 65}, "--max-recoverable-errors"),
-        ([URL], {"capacity_wait_seconds": 0}, "--capacity-wait-seconds"),
+        ([URL], {"max_steps": 0}, "`max_steps`"),
+        ([URL], {"concurrency": 257}, "`concurrency`"),
+        ([URL], {"max_recoverable_errors": 65}, "`max_recoverable_errors`"),
+        ([URL], {"capacity_wait_seconds": 0}, "`capacity_wait_seconds`"),
         ([URL], {"protocol_error_reward": float("nan")}, "finite"),
         ([URL], {"temperature": -0.5}, ">= 0"),
-        ([URL], {"thinking": False, "thinking_budget_tokens": 4}, "requires --thinking"),
-        ([URL], {"thinking_budget_tokens": 256}, "--thinking-budget-tokens"),
+        ([URL], {"thinking": False, "thinking_budget_tokens": 4}, "requires `thinking`"),
+        ([URL], {"thinking_budget_tokens": 256}, "`thinking_budget_tokens`"),
         ([URL], {"summary_output": "openenv.rollouts.jsonl"}, "distinct"),
     ],
 )
@@ -47,7 +47,7 @@ def test_controls_refuse(urls: list[str], options: dict[str, Any], fragment: str
 
 
 def test_credential_and_template_slots_align() -> None:
-    with pytest.raises(UsageError, match="credential-env"):
+    with pytest.raises(UsageError, match="credential_envs"):
         CollectionControls.create([URL, URL], credential_envs=["TOKEN"])
     with pytest.raises(UsageError, match="reset templates"):
         CollectionControls.create([URL, URL, URL], reset_templates=[{}, {}], groups=3)

@@ -140,7 +140,9 @@ def test_flag_refusals_leave_nothing(
     # The flag comes last, so it overrides the helper's own value.
     result = _rollout(tmp_path, tiny_model, "--grpo-output", str(tmp_path / "g.jsonl"), *flags)
     assert result.exit_code == 2, result.output
-    assert result.output.startswith(f"error: {code}: --grpo-output ")
+    error = json.loads(result.stdout)["error"]  # --json: the error object on stdout
+    assert error["code"] == code
+    assert error["rule"].startswith("--grpo-output ")
     assert files_in(tmp_path) == []
 
 
@@ -214,7 +216,10 @@ def test_grpo_output_no_clobber_and_force(tiny_model: Path, tmp_path: Path) -> N
 def test_same_path_as_a_bundle_file_is_a_usage_error(tiny_model: Path, tmp_path: Path) -> None:
     result = _rollout(tmp_path, tiny_model, "--grpo-output", str(tmp_path / "d.jsonl"))
     assert result.exit_code == 2
-    assert "error: usage: --grpo-output must differ from the three bundle files" in result.output
+    assert json.loads(result.stdout)["error"] == {
+        "code": "usage",
+        "rule": "--grpo-output must differ from the three bundle files",
+    }
     assert files_in(tmp_path) == []
 
 

@@ -1,4 +1,4 @@
-"""The rollout progress bar: on a terminal it shows finished groups and episodes."""
+"""Rollout progress: a bar on a terminal, plain lines at most every few seconds off one."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from kiln_verify.cli import app, openenv_rollout
+from kiln_verify.cli import app, openenv_rollout, progress
+from kiln_verify.openenv.collect import ProgressEvent
 from oracle.runner import ServerHandle
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -30,7 +31,7 @@ def _run(
             return Console(*args, **kwargs)
         return Console(file=screen, force_terminal=True, width=120, color_system=None)
 
-    monkeypatch.setattr(openenv_rollout, "Console", console)
+    monkeypatch.setattr(progress, "Console", console)
     args = ["openenv", "rollout", "--environment", url, "--groups", "3", "--group-size", "2"]
     args += ["--max-steps", "2", "--output", str(tmp_path / "d.jsonl")]
     args += ["--replay-output", str(tmp_path / "r.json")]
@@ -55,3 +56,50 @@ def test_no_terminal_no_progress(
     result, shown = _run(monkeypatch, tmp_path, servers["counter"].base_url, terminal=False)
     assert result.exit_code == 0, result.output
     assert shown == ""
+
+
+def test_off_a_terminal_a_line_is_printed_when_one_is_due(
+    servers: dict[str, ServerHandle], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(progress, "PROGRESS_LINE_INTERVAL_S", 0.0)
+    result, shown = _run(monkeypatch, tmp_path, servers["counter"].base_url, terminal=False)
+    assert result.exit_code == 0, result.output
+    assert shown == ""  # no bar
+    lines = [line for line in result.stderr.splitlines() if line.startswith("rollout: ")]
+    assert lines, result.stderr
+    assert re.fullmatch(r"rollout: 3/3 groups, 6/6 episodes, \d+ s elapsed", lines[-1])
+
+
+def test_progress_lines_are_rate_limited() -> None:
+    now = [0.0]
+    sink = io.StringIO()
+    tracker = progress.CollectionProgress(
+        "rollout", 4, 8, clock=lambda: now[0], stream=sink, interval=5.0
+    )
+    events = [
+        ProgressEvent("episode", 1, 8),
+        ProgressEvent("episode", 2, 8),
+        ProgressEvent("group", 1, 4),
+        ProgressEvent("episode", 3, 8),
+    ]
+    for second, event in enumerate(events):
+        now[0] = 3.0 * (second + 1)  # 3, 6, 9, 12 s
+        tracker.lines_hook(event)
+    assert sink.getvalue().splitlines() == [
+        "rollout: 0/4 groups, 2/8 episodes, 6 s elapsed",
+        "rollout: 1/4 groups, 3/8 episodes, 12 s elapsed",
+    ]
+
+
+def test_two_collections_count_on_from_each_other() -> None:
+    tracker = progress.CollectionProgress("evaluate", 4, 4, interval=1e9)
+    stages: list[tuple[Any, int]] = [("group", 2), ("episode", 2), ("publishing", 0),
+                                      ("published", 0), ("group", 1), ("episode", 1)]  # fmt: skip
+    for stage, completed in stages:
+        tracker.record(ProgressEvent(stage, completed, 2))
+    assert (tracker.done_groups, tracker.done_episodes, tracker.published) == (3, 3, 1)
+    rule = tracker.interrupted("SIGTERM", "eval/baseline").rule
+    assert rule == (
+        "evaluate stopped by SIGTERM after 3 of 4 groups had completed; 1 bundle(s) had been "
+        "published before it (eval/baseline)"
+    )

@@ -199,7 +199,7 @@ def _script(tmp_path: Path, arm: int) -> str:
 def test_cli_live_form_on_the_embedded_oracle(tmp_path: Path) -> None:
     out = tmp_path / "eval"
     args = ["openenv", "evaluate", "--output-dir", str(out), "--max-steps", "1"]
-    args += ["--thinking", "false", "--training-seed-start", "0", "--training-groups", "500"]
+    args += ["--no-thinking", "--training-seed-start", "0", "--training-groups", "500"]
     args += ["--baseline-policy", "scripted", "--baseline-policy-option"]
     args += [f"script={_script(tmp_path, 0)}", "--candidate-policy", "scripted"]
     args += ["--candidate-policy-option", f"script={_script(tmp_path, 0)}", "--json"]

@@ -270,3 +270,53 @@ def test_installed_directory_verification_catches_changes(
     with pytest.raises(KilnError) as caught:
         verify_installed(outcome.directory)
     assert caught.value.code == "hf_bundle_extra_file"
+
+
+def test_a_missing_registry_is_created_private(completed: Completed, tmp_path: Path) -> None:
+    registry = tmp_path / "new-registry"
+    code, report = _import(completed.bundle, completed.model, registry)
+    assert code == 0, report
+    assert registry.stat().st_mode & 0o777 == 0o700
+    assert sorted(p.name for p in registry.iterdir()) == ["support-v2"]
+
+
+def test_a_registry_without_its_parent_is_refused(completed: Completed, tmp_path: Path) -> None:
+    code, report = _import(completed.bundle, completed.model, tmp_path / "a" / "registry")
+    assert code == 2
+    assert report["error"]["rule"] == "the registry's parent directory does not exist"
+    assert not (tmp_path / "a").exists()
+
+
+def test_an_untrained_bundle_says_to_run_train_py_first(
+    completed: Completed, bundle_copy: Path, tmp_path: Path
+) -> None:
+    from kiln_verify.hf.verify import RESULT_FILES
+
+    for name in RESULT_FILES:
+        (bundle_copy / name).unlink()
+    code, verified = _cli("verify", "--completed", str(bundle_copy))
+    assert code == 1
+    assert verified["error"]["hint"] == (
+        f"this bundle has not been trained yet: run its train.py first "
+        f"(python -I {bundle_copy / 'train.py'} {bundle_copy} --base-model MODEL)"
+    )
+    code, imported = _import(bundle_copy, completed.model, tmp_path / "registry")
+    assert code == 1
+    assert imported["error"]["hint"] == verified["error"]["hint"]
+
+
+def test_a_served_model_id_mismatch_names_the_flag(completed: Completed, tmp_path: Path) -> None:
+    renamed = Path(shutil.copytree(completed.model, tmp_path / "renamed-model"))
+    code, report = _import(completed.bundle, renamed, tmp_path / "registry")
+    assert code == 1
+    error = report["error"]
+    assert error["code"] == "resident_identity_mismatch"
+    assert error["rule"] == (
+        f"resident served_model_id is renamed-model, the export was made from "
+        f"{completed.model.name}"
+    )
+    assert f"--served-model-id {completed.model.name}" in error["hint"]
+    code, report = _cli("import-peft", "--bundle", str(completed.bundle), "--name", "s",
+                        "--model", str(renamed), "--registry", str(tmp_path / "registry"),
+                        "--served-model-id", completed.model.name)  # fmt: skip
+    assert code == 0, report

@@ -45,17 +45,17 @@ def _files(directory: Path, stem: str) -> list[str]:
 
 
 def test_grpo_round_trip_from_a_live_rollout(tmp_path: Path) -> None:
-    from qualification.tools.tiny_model import warm_start
+    from kiln_verify.testing.tiny_model import warm_start
     from tests.policy.tiny_model import build_tiny_model
 
     _invoke(*ROLLOUT, "--policy", "random", "--groups", "6", "--seed-start", "1000",
-            "--thinking", "false", *_files(tmp_path, "bootstrap"))  # fmt: skip
+            "--no-thinking", *_files(tmp_path, "bootstrap"))  # fmt: skip
     model = build_tiny_model(tmp_path / "model")
     warm_start(model, tmp_path / "bootstrap.rollouts.jsonl", steps=40)
 
     corpus = tmp_path / "grpo.jsonl"
     _invoke(*ROLLOUT, "--policy", "transformers", "--policy-option", f"model_dir={model}",
-            "--groups", "6", "--seed-start", "0", "--thinking", "false",
+            "--groups", "6", "--seed-start", "0", "--no-thinking",
             "--max-action-tokens", "16", "--concurrency", "1", *_files(tmp_path, "train"),
             "--grpo-output", str(corpus))  # fmt: skip
     _invoke("openenv", "verify", "--summary", str(tmp_path / "train.summary.json"))

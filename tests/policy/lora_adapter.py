@@ -1,30 +1,5 @@
-"""Build a random (non-zero B) PEFT LoRA adapter for the tiny model (torch + peft needed)."""
+"""Moved to :mod:`kiln_verify.testing.lora`."""
 
-from __future__ import annotations
+from kiln_verify.testing.lora import build_lora_adapter
 
-from pathlib import Path
-
-
-def build_lora_adapter(model_dir: Path, directory: Path, *, seed: int = 7) -> Path:
-    """Save a LoRA adapter on ``q_proj``/``v_proj`` whose B matrices are random.
-
-    ``init_lora_weights=False`` draws A and B at random (PEFT's default makes B zero, which
-    would leave the logits unchanged and so prove nothing).
-    """
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(seed)
-    base = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
-    config = LoraConfig(
-        r=4,
-        lora_alpha=8,
-        target_modules=["q_proj", "v_proj"],
-        init_lora_weights=False,
-        task_type="CAUSAL_LM",
-    )
-    model = get_peft_model(base, config)
-    directory.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(directory))
-    return directory
+__all__ = ["build_lora_adapter"]

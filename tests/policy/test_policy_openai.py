@@ -1,12 +1,17 @@
-"""The openai policy against a fake /v1/chat/completions server on 127.0.0.1."""
+"""The openai policy against a small OpenAI-compatible stub on 127.0.0.1 (real sockets).
+
+Every error path a real server can produce but rarely does on demand: redirects, 4xx and
+5xx, 429 with and without ``Retry-After``, slow answers, refused connections, TLS to a
+plain-HTTP server, malformed and oversized bodies, credential echoes; and the three places
+servers put reasoning. Every error names the endpoint URL and never the API key. The real
+server (``transformers serve``) is in ``tests/llm_server``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,74 +22,25 @@ from kiln_verify.errors import (
     LimitExceeded,
     PolicyConfigInvalid,
     PolicyHttpStatus,
+    PolicyRateLimited,
     PolicyRedirect,
     PolicyResponseInvalid,
+    PolicyTimeout,
     PolicyTransport,
 )
 from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
 from kiln_verify.openenv.policy.openai_compat import OpenAICompatPolicy
+from kiln_verify.openenv.policy.openai_response import split_inline
+from kiln_verify.openenv.policy.registry import build_policy
+from tests.policy.openai_stub import StubHandler, stub_server
 
 SECRET = "sk-test-SECRET-0123456789"
-OK = {
-    "choices": [
-        {
-            "message": {"role": "assistant", "content": '{"arm":1}', "reasoning_content": "hmm"},
-            "finish_reason": "stop",
-        }
-    ],
-    "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
-}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    seen: list[dict[str, Any]] = []  # noqa: RUF012 - shared test log
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", "0"))
-        body = json.loads(self.rfile.read(length))
-        _Handler.seen.append(
-            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
-        )
-        mode = self.path.split("/")[1]
-        if mode == "ok":
-            self._send(200, json.dumps(OK).encode())
-        elif mode == "redirect":
-            self._send(307, b"", {"Location": "http://127.0.0.1:1/v1/chat/completions"})
-        elif mode == "big":
-            self._send(200, b'{"pad":"' + b"x" * 5000 + b'"}')
-        elif mode == "nonjson":
-            self._send(200, b"<html>not json</html>")
-        elif mode == "nochoices":
-            self._send(200, b'{"choices":[]}')
-        elif mode == "dupkey":
-            self._send(200, b'{"choices":[],"choices":[]}')
-        elif mode == "echo":
-            self._send(200, json.dumps({"error": str(self.headers.get("Authorization"))}).encode())
-        elif mode == "status":
-            self._send(500, f"boom {self.headers.get('Authorization')}".encode())
-        else:
-            self._send(404, b"")
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with stub_server() as origin:
+        yield origin
 
 
 def _request() -> PolicyRequest:
@@ -101,6 +57,8 @@ def _request() -> PolicyRequest:
 
 
 def _act(server: str, mode: str, **kwargs: Any) -> Any:
+    kwargs.setdefault("retry_backoff_s", 0.01)
+
     async def go() -> Any:
         policy = OpenAICompatPolicy(
             base_url=f"{server}/{mode}/v1", model="tiny", clock=ZERO_CLOCK, **kwargs
@@ -113,13 +71,17 @@ def _act(server: str, mode: str, **kwargs: Any) -> Any:
     return asyncio.run(go())
 
 
+def _attempts(mode: str) -> int:
+    return StubHandler.counts.get(mode, 0)
+
+
 def test_happy_path_sends_the_contract_body(server: str) -> None:
     response = _act(server, "ok", api_key_env="KEY", environ={"KEY": SECRET})
     assert response.text == '{"arm":1}'
     assert response.reasoning == "hmm"
     assert (response.prompt_tokens, response.completion_tokens, response.latency_ms) == (12, 5, 0.0)
     assert response.finish_reason == "stop"
-    sent = _Handler.seen[-1]
+    sent = StubHandler.seen[-1]
     assert sent["path"] == "/ok/v1/chat/completions"
     assert sent["auth"] == f"Bearer {SECRET}"
     body = sent["body"]
@@ -136,33 +98,114 @@ def test_happy_path_sends_the_contract_body(server: str) -> None:
 
 def test_template_kwargs_can_be_left_out(server: str) -> None:
     _act(server, "ok", send_template_kwargs=False)
-    assert "chat_template_kwargs" not in _Handler.seen[-1]["body"]
+    assert "chat_template_kwargs" not in StubHandler.seen[-1]["body"]
 
 
 @pytest.mark.parametrize(
-    ("mode", "error", "kwargs"),
+    ("mode", "error", "kwargs", "fragment"),
     [
-        ("redirect", PolicyRedirect, {}),
-        ("big", LimitExceeded, {"max_response_bytes": 1024}),
-        ("nonjson", PolicyResponseInvalid, {}),
-        ("nochoices", PolicyResponseInvalid, {}),
-        ("dupkey", PolicyResponseInvalid, {}),
-        ("status", PolicyHttpStatus, {}),
-        ("echo", CredentialReflected, {}),
+        ("redirect", PolicyRedirect, {}, "answered HTTP 307 redirecting to 'http://127.0.0.1:1/"),
+        ("big", LimitExceeded, {"max_response_bytes": 1024}, "MAX_POLICY_RESPONSE_BYTES = 1024"),
+        ("big-chunked", LimitExceeded, {"max_response_bytes": 1024}, "(got at least 2"),
+        ("nonjson", PolicyResponseInvalid, {}, "is not one strict JSON object"),
+        ("nochoices", PolicyResponseInvalid, {}, "has no choices[0] object"),
+        ("dupkey", PolicyResponseInvalid, {}, "(json_duplicate_key)"),
+        ("status", PolicyHttpStatus, {}, "answered HTTP 500"),
+        ("unauthorized", PolicyHttpStatus, {}, "answered HTTP 401"),
+        ("echo", CredentialReflected, {}, ""),
+        ("reasoning-conflict", PolicyResponseInvalid, {}, "two different reasoning texts"),
+        ("limited", PolicyRateLimited, {"max_retries": 2}, "HTTP 429 (too many requests) after 3"),
+        ("limited-long", PolicyRateLimited, {}, "after 1 attempt"),
+        ("slow", PolicyTimeout, {"timeout_s": 0.3}, "did not answer within 0.3 s"),
     ],
 )
-def test_bad_responses_are_refused_without_leaking_the_key(
-    server: str, mode: str, error: type[KilnError], kwargs: dict[str, Any]
+def test_bad_responses_are_refused_with_the_url_and_without_the_key(
+    server: str, mode: str, error: type[KilnError], kwargs: dict[str, Any], fragment: str
 ) -> None:
     with pytest.raises(error) as info:
         _act(server, mode, api_key_env="KEY", environ={"KEY": SECRET}, **kwargs)
-    assert SECRET not in str(info.value)
+    text = str(info.value)
+    assert fragment in text
+    if error is not CredentialReflected:
+        assert f"{server}/{mode}/v1/chat/completions" in text
+    assert SECRET not in text
     assert SECRET not in json.dumps(info.value.to_dict())
 
 
+def test_a_401_says_to_check_the_api_key(server: str) -> None:
+    with pytest.raises(PolicyHttpStatus) as info:
+        _act(server, "unauthorized")
+    assert "api_key_env" in str(info.value.hint)
+
+
+def test_429_and_503_are_retried_and_then_answer(server: str) -> None:
+    assert _act(server, "limited-twice").text == '{"arm":1}'
+    assert _attempts("limited-twice") == 3
+    assert _act(server, "unavailable-once").text == '{"arm":1}'
+    assert _attempts("unavailable-once") == 2
+
+
+def test_other_failures_are_not_retried(server: str) -> None:
+    for mode, error in (("status", PolicyHttpStatus), ("slow", PolicyTimeout)):
+        before = _attempts(mode)
+        with pytest.raises(error):
+            _act(server, mode, timeout_s=0.3)
+        assert _attempts(mode) == before + 1
+
+
+def test_retries_can_be_turned_off_and_are_bounded() -> None:
+    with pytest.raises(PolicyConfigInvalid):
+        OpenAICompatPolicy(base_url="http://127.0.0.1:9/v1", model="m", max_retries=11)
+    policy = build_policy("openai", {"base_url": "http://127.0.0.1:9/v1", "model": "m",
+                                     "max_retries": "0"})  # fmt: skip
+    assert isinstance(policy, OpenAICompatPolicy)
+    asyncio.run(policy.aclose())
+    with pytest.raises(PolicyConfigInvalid):
+        build_policy("openai", {"base_url": "http://x/v1", "model": "m", "max_retries": "-1"})
+
+
+def test_a_refused_connection_names_the_url_after_its_retries() -> None:
+    with pytest.raises(PolicyTransport) as info:
+        _act("http://127.0.0.1:9", "ok", connect_timeout_s=2.0, max_retries=1)
+    assert "http://127.0.0.1:9/ok/v1/chat/completions" in str(info.value)
+    assert "after 2 attempts" in str(info.value)
+
+
+def test_https_to_a_plain_http_server_says_so(server: str) -> None:
+    secure = server.replace("http://", "https://")
+    with pytest.raises(PolicyTransport) as info:
+        _act(secure, "ok", max_retries=0)
+    assert "does not speak https" in str(info.value)
+    assert "use http://" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("mode", "text", "reasoning", "finish"),
+    [
+        ("ok", '{"arm":1}', "hmm", "stop"),
+        ("reasoning", '{"arm":1}', "alias", "stop"),
+        ("reasoning-both", "x", "a", "stop"),
+        ("inline", '{"arm":3}', "\nweigh arms", "stop"),
+        ("inline-open", "", "still thinking", "length"),
+        ("action", '{"arm": 2}', None, "stop"),
+    ],
+)
+def test_reasoning_is_read_wherever_the_server_puts_it(
+    server: str, mode: str, text: str, reasoning: str | None, finish: str
+) -> None:
+    response = _act(server, mode)
+    assert (response.text, response.reasoning, response.finish_reason) == (text, reasoning, finish)
+
+
+def test_inline_split_rule() -> None:
+    assert split_inline('{"a":1}') == (None, '{"a":1}')
+    assert split_inline('<think>x</think>{"a":1}') == ("x", '{"a":1}')
+    assert split_inline('  <think>x</think></think>y') == ("x", "</think>y")
+    assert split_inline("plain</think>after") == ("plain", "after")
+    assert split_inline("<think>open") == ("open", "")
+
+
 def test_transport_failure_and_config_errors() -> None:
-    with pytest.raises(PolicyTransport):
-        _act("http://127.0.0.1:9", "ok", connect_timeout_s=2.0)
     with pytest.raises(PolicyConfigInvalid):
         OpenAICompatPolicy(base_url="ftp://x/v1", model="m")
     with pytest.raises(PolicyConfigInvalid):
@@ -182,3 +225,19 @@ def test_identity_never_contains_the_key(server: str) -> None:
     assert SECRET not in json.dumps(identity.to_dict())
     assert "KEY" not in json.dumps(identity.to_dict())
     asyncio.run(policy.aclose())
+
+
+def test_grpo_output_refusal_says_why(tmp_path: Any) -> None:
+    from kiln_verify.errors import PolicyProvenanceMissing
+    from kiln_verify.openenv.collect import CollectionControls, grpo_tokenizer
+
+    controls = CollectionControls.create(
+        ["http://127.0.0.1:9"], groups=1, group_size=2, max_steps=1,
+        grpo_output=str(tmp_path / "g.jsonl"), output=str(tmp_path / "d"),
+        replay_output=str(tmp_path / "r"), summary_output=str(tmp_path / "s"),
+    )  # fmt: skip
+    policy = OpenAICompatPolicy(base_url="http://127.0.0.1:9/v1", model="m")
+    with pytest.raises(PolicyProvenanceMissing) as info:
+        grpo_tokenizer(controls, policy)
+    asyncio.run(policy.aclose())
+    assert "a chat-completions API returns text, not the sampled token ids" in str(info.value)

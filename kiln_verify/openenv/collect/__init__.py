@@ -40,7 +40,7 @@ from kiln_verify.openenv.collect.engine import (
     collect,
 )
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
-from kiln_verify.openenv.collect.publish import publish_together
+from kiln_verify.openenv.collect.publish import check_targets, publish_together
 from kiln_verify.openenv.policy.base import Policy, TokenizerBound
 from kiln_verify.openenv.records.prompt import parse_model_action
 
@@ -59,6 +59,8 @@ __all__ = [
     "ResetPlan",
     "RetainedBudget",
     "build_bundle",
+    "check_outputs",
+    "check_targets",
     "collect",
     "group_plan",
     "grpo_tokenizer",
@@ -75,11 +77,27 @@ def grpo_tokenizer(controls: CollectionControls, policy: Policy) -> Mapping[str,
     if controls.grpo_output is None:
         return None
     if not isinstance(policy, TokenizerBound):
+        why = getattr(policy, "PROVENANCE_UNAVAILABLE", None)
         raise PolicyProvenanceMissing(
-            f"--grpo-output needs a policy that records exact token provenance from one "
-            f"tokenizer; {type(policy).__name__} does not"
+            f"`grpo_output` needs a policy that records exact token provenance from one "
+            f"tokenizer; {type(policy).__name__} does not" + (f" ({why})" if why else "")
         )
     return policy.tokenizer_identity()
+
+
+def output_paths(controls: CollectionControls) -> list[str]:
+    """The files a collection publishes: the three bundle files, then the GRPO corpus."""
+    paths = [controls.output, controls.replay_output, controls.summary_output]
+    if controls.grpo_output is not None:
+        paths.append(controls.grpo_output)
+    return paths
+
+
+def check_outputs(controls: CollectionControls) -> None:
+    """Refuse output paths that publication would refuse (a missing or symlinked parent,
+    an existing target without ``force``, a target that is not a regular file), before
+    any network contact: an hour of model calls must never be lost to a typo."""
+    check_targets(output_paths(controls), force=controls.force)
 
 
 async def run_collection(
@@ -89,8 +107,14 @@ async def run_collection(
     environ: Mapping[str, str] | None = None,
     progress: ProgressHook | None = None,
 ) -> Bundle:
-    """Collect, build the files and publish them together; the bundle is returned."""
+    """Collect, build the files and publish them together; the bundle is returned.
+
+    ``progress`` also hears ``publishing`` right before the files are written (from then
+    on the work is synchronous and ends published or rolled back) and ``published``.
+    """
     tokenizer = grpo_tokenizer(controls, policy)  # before any network contact
+    check_outputs(controls)
+    notify = progress or (lambda event: None)
     collection = await collect(controls, policy, environ=environ, progress=progress)
     bundle = build_bundle(collection)
     files = [
@@ -104,5 +128,7 @@ async def run_collection(
         grpo = build_grpo_corpus(collection, tokenizer)
         bundle = dataclasses.replace(bundle, grpo=grpo)
         files.append((controls.grpo_output, grpo))
+    notify(ProgressEvent("publishing"))
     publish_together(files, force=controls.force)
+    notify(ProgressEvent("published"))
     return bundle

@@ -5,7 +5,13 @@ Every check here runs before any network contact: counts against the collector l
 plan so the reset plan is receipt-verifiable), the seed range, finite rewards and
 temperature, the thinking budget, distinct output paths, credential slots and reset
 templates. A violation is a :class:`~kiln_verify.errors.UsageError` (exit status 2) that
-names the flag and the fix.
+names the field and the fix.
+
+The dataclass is also the one declaration of the collection options: each tunable field
+carries its help text and metavar (:func:`tunable`), from which the ``rollout`` and
+``evaluate`` commands build their flags (``kiln_verify.cli.collection_options``). Errors
+name fields in backticks (`` `groups` ``); the command line shows them as flags
+(``--groups``).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import math
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +46,10 @@ __all__ = [
     "DEFAULT_DATASET",
     "DEFAULT_REPLAY",
     "DEFAULT_SUMMARY",
+    "TUNABLES",
     "CollectionControls",
     "load_reset_options",
+    "tunable",
 ]
 
 DEFAULT_DATASET = "openenv.rollouts.jsonl"
@@ -49,19 +57,24 @@ DEFAULT_REPLAY = "openenv.replay.json"
 DEFAULT_SUMMARY = "openenv.rollout-summary.json"
 
 
+def tunable(default: Any, help: str, metavar: str | None = None) -> Any:
+    """A field that is also a command-line option: its default, help text and metavar."""
+    return field(default=default, metadata={"help": help, "metavar": metavar})
+
+
 def _int(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise UsageError(f"{name} must be an integer in {low}..{high}", hint=f"pass {name} N")
+        raise UsageError(f"`{name}` must be an integer in {low}..{high}")
     return value
 
 
 def _float(name: str, value: object, *, non_negative: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UsageError(f"{name} must be a number")
+        raise UsageError(f"`{name}` must be a number")
     number = float(value)
     if not math.isfinite(number) or (non_negative and number < 0):
         what = "a finite number >= 0" if non_negative else "a finite number"
-        raise UsageError(f"{name} must be {what}")
+        raise UsageError(f"`{name}` must be {what}")
     return number
 
 
@@ -78,18 +91,26 @@ class CollectionControls:
     environments: tuple[str, ...]
     reset_templates: tuple[Mapping[str, Any], ...]
     credential_envs: tuple[str | None, ...] = ()
-    groups: int = 8
-    group_size: int = 4
-    seed_start: int = 0
-    max_steps: int = 8
-    concurrency: int = 4
-    max_action_tokens: int = 256
-    thinking_budget_tokens: int | None = None
-    temperature: float = 1.0
-    thinking: bool = True
-    protocol_error_reward: float = -1.0
-    max_recoverable_errors: int = 3
-    capacity_wait_seconds: int = 300
+    groups: int = tunable(8, "Groups (one seed each).", "N")
+    group_size: int = tunable(4, "Candidates per group.", "N")
+    seed_start: int = tunable(0, "Seed of group 0; +1 per group.", "SEED")
+    max_steps: int = tunable(8, "Model actions per episode at most.", "N")
+    concurrency: int = tunable(4, "Candidate sessions at once.", "N")
+    max_action_tokens: int = tunable(256, "Tokens per model action.", "N")
+    thinking_budget_tokens: int | None = tunable(
+        None, "Thinking token budget (needs --thinking).", "N"
+    )
+    temperature: float = tunable(1.0, "Sampling temperature.", "T")
+    thinking: bool = tunable(True, "Thinking mode: reasoning kept in the trajectory.")
+    protocol_error_reward: float = tunable(
+        -1.0, "Penalty per protocol error or invalid action.", "REWARD"
+    )
+    max_recoverable_errors: int = tunable(
+        3, "Recoverable errors an episode may continue after.", "N"
+    )
+    capacity_wait_seconds: int = tunable(
+        300, "How long to wait for a free session slot.", "SECONDS"
+    )
     output: str = DEFAULT_DATASET
     replay_output: str = DEFAULT_REPLAY
     summary_output: str = DEFAULT_SUMMARY
@@ -109,8 +130,8 @@ class CollectionControls:
         envs = tuple(environments)
         if not 1 <= len(envs) <= MAX_ENVIRONMENTS:
             raise UsageError(
-                f"give 1..{MAX_ENVIRONMENTS} --environment URLs (got {len(envs)})",
-                hint="repeat --environment once per OpenEnv server",
+                f"give 1..{MAX_ENVIRONMENTS} `environments` (got {len(envs)})",
+                hint="name each OpenEnv server once in `environments`",
             )
         templates = tuple(reset_templates) if reset_templates is not None else ({},)
         if len(templates) == 1 and len(envs) > 1:
@@ -118,7 +139,7 @@ class CollectionControls:
         if len(templates) != len(envs):
             raise UsageError(
                 f"{len(templates)} reset templates for {len(envs)} environments",
-                hint="repeat --environment-reset-options once per --environment (- = {})",
+                hint="give one of the `reset_templates` per entry of `environments` (or one)",
             )
         for index, template in enumerate(templates):
             if not isinstance(template, Mapping):
@@ -126,8 +147,8 @@ class CollectionControls:
         slots = tuple(credential_envs)
         if slots and len(slots) != len(envs):
             raise UsageError(
-                f"{len(slots)} --credential-env slots for {len(envs)} environments",
-                hint="repeat --credential-env once per --environment, '-' for a public one",
+                f"{len(slots)} `credential_envs` slots for {len(envs)} environments",
+                hint="give one `credential_envs` slot per entry of `environments`",
             )
         for name in ("temperature", "protocol_error_reward"):
             value = options.get(name)
@@ -144,77 +165,77 @@ class CollectionControls:
 
     def check(self) -> None:
         """§5.1: every bound and cross-field rule; raises :class:`UsageError`."""
-        groups = _int("--groups", self.groups, 1, MAX_GROUPS)
-        size = _int("--group-size", self.group_size, 1, MAX_GROUP_SIZE)
+        groups = _int("groups", self.groups, 1, MAX_GROUPS)
+        size = _int("group_size", self.group_size, 1, MAX_GROUP_SIZE)
         if groups * size > MAX_ROLLOUTS:
             raise UsageError(
-                f"--groups x --group-size = {groups * size} exceeds MAX_ROLLOUTS = {MAX_ROLLOUTS}"
+                f"`groups` x `group_size` = {groups * size} exceeds MAX_ROLLOUTS = {MAX_ROLLOUTS}"
             )
         if groups < len(self.environments):
             raise UsageError(
-                f"--groups ({groups}) must be at least the number of environments "
+                f"`groups` ({groups}) must be at least the number of environments "
                 f"({len(self.environments)}) so that every endpoint is exercised",
-                hint="raise --groups or drop an --environment",
+                hint="raise `groups` or drop one of the `environments`",
             )
-        seed = _int("--seed-start", self.seed_start, 0, I64_MAX)
+        seed = _int("seed_start", self.seed_start, 0, I64_MAX)
         if seed + groups - 1 > I64_MAX:
-            raise UsageError("--seed-start + --groups - 1 exceeds the largest i64 seed")
-        _int("--max-steps", self.max_steps, 1, MAX_STEPS)
-        _int("--concurrency", self.concurrency, 1, MAX_CONCURRENCY)
-        tokens = _int("--max-action-tokens", self.max_action_tokens, 1, MAX_ACTION_TOKENS)
-        _int("--max-recoverable-errors", self.max_recoverable_errors, 0, MAX_RECOVERABLE_ERRORS)
-        _int("--capacity-wait-seconds", self.capacity_wait_seconds, 1, int(MAX_CAPACITY_WAIT_S))
-        _float("--protocol-error-reward", self.protocol_error_reward)
-        _float("--temperature", self.temperature, non_negative=True)
+            raise UsageError("`seed_start` + `groups` - 1 exceeds the largest i64 seed")
+        _int("max_steps", self.max_steps, 1, MAX_STEPS)
+        _int("concurrency", self.concurrency, 1, MAX_CONCURRENCY)
+        tokens = _int("max_action_tokens", self.max_action_tokens, 1, MAX_ACTION_TOKENS)
+        _int("max_recoverable_errors", self.max_recoverable_errors, 0, MAX_RECOVERABLE_ERRORS)
+        _int("capacity_wait_seconds", self.capacity_wait_seconds, 1, int(MAX_CAPACITY_WAIT_S))
+        _float("protocol_error_reward", self.protocol_error_reward)
+        _float("temperature", self.temperature, non_negative=True)
         if not isinstance(self.thinking, bool):
-            raise UsageError("--thinking must be true or false")
+            raise UsageError("`thinking` must be true or false")
         if self.thinking_budget_tokens is not None:
-            _int("--thinking-budget-tokens", self.thinking_budget_tokens, 0, tokens - 1)
+            _int("thinking_budget_tokens", self.thinking_budget_tokens, 0, tokens - 1)
             if not self.thinking:
-                raise UsageError("--thinking-budget-tokens requires --thinking true")
+                raise UsageError("`thinking_budget_tokens` requires `thinking`")
         paths = [self.output, self.replay_output, self.summary_output]
         if any(not p for p in paths):
-            raise UsageError("--output, --replay-output and --summary-output must not be empty")
+            raise UsageError("`output`, `replay_output` and `summary_output` must not be empty")
         resolved = {os.path.realpath(os.path.abspath(p)) for p in paths}
         if len(resolved) != 3:
             raise UsageError(
-                "--output, --replay-output and --summary-output must name three distinct files"
+                "`output`, `replay_output` and `summary_output` must name three distinct files"
             )
         if self.grpo_output is not None:
             self._check_grpo(resolved)
 
     def _check_grpo(self, bundle_paths: set[str]) -> None:
-        """``--grpo-output``: only single-action episodes in real groups map onto GRPO rows."""
+        """``grpo_output``: only single-action episodes in real groups map onto GRPO rows."""
         # the HF record layer costs start-up time every rollout would pay; only this flag needs it
         from kiln_verify.hf.manifest.grpo import F32
         from kiln_verify.hf.manifest.grpo import MIN_GROUP_COMPLETIONS as MIN_GRPO_GROUP_SIZE
 
         if not self.grpo_output:
-            raise UsageError("--grpo-output must not be empty")
+            raise UsageError("`grpo_output` must not be empty")
         if os.path.realpath(os.path.abspath(self.grpo_output)) in bundle_paths:
-            raise UsageError("--grpo-output must differ from the three bundle files")
+            raise UsageError("`grpo_output` must differ from the three bundle files")
         if self.group_size < MIN_GRPO_GROUP_SIZE:
             raise GrpoOutputUnsupported(
-                f"--grpo-output needs --group-size >= {MIN_GRPO_GROUP_SIZE} (got "
+                f"`grpo_output` needs `group_size` >= {MIN_GRPO_GROUP_SIZE} (got "
                 f"{self.group_size}): a GRPO row compares at least two completions of one prompt"
             )
         if self.max_steps != 1:
             raise GrpoOutputUnsupported(
-                f"--grpo-output needs --max-steps 1 (got {self.max_steps}): a GRPO completion "
+                f"`grpo_output` needs `max_steps` 1 (got {self.max_steps}): a GRPO completion "
                 "is one generation, so only single-action episodes are represented exactly"
             )
         if self.thinking_budget_tokens is not None:
             raise GrpoOutputUnsupported(
-                "--grpo-output cannot record --thinking-budget-tokens (forced close tokens "
+                "`grpo_output` cannot record `thinking_budget_tokens` (forced close tokens "
                 "need the budget's close token ids, which the collector does not know)"
             )
         try:
             TypeAdapter(F32).validate_python(self.temperature)
         except ValueError:
             raise GrpoOutputUnsupported(
-                f"--grpo-output needs a --temperature that is 0 or an exact f32 in [1e-5, 1e12) "
+                f"`grpo_output` needs a `temperature` that is 0 or an exact f32 in [1e-5, 1e12) "
                 f"(got {self.temperature!r}); e.g. 0.7 or 1.0",
-                hint="pass a --temperature with few significant digits",
+                hint="use a `temperature` with few significant digits",
             ) from None
 
     @property
@@ -225,6 +246,12 @@ class CollectionControls:
     @property
     def rollout_count(self) -> int:
         return self.groups * self.group_size
+
+
+#: The tunable fields, in declaration order: the options both collection commands share.
+TUNABLES: tuple[str, ...] = tuple(
+    f.name for f in fields(CollectionControls) if "help" in f.metadata
+)
 
 
 def load_reset_options(path: str) -> dict[str, Any]:

@@ -47,7 +47,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Stage = Literal["discovering", "collecting", "revalidating", "episode", "group"]
+Stage = Literal[
+    "discovering", "collecting", "revalidating", "episode", "group", "publishing", "published"
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from kiln_verify.core import rename
 from kiln_verify.errors import KilnError, PublishFailed, SymlinkRefused, TargetExists
 
-__all__ = ["publish_together"]
+__all__ = ["check_targets", "publish_together"]
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -138,6 +138,29 @@ def _roll_back(target: _Target) -> None:
         os.unlink(target.staging, dir_fd=target.parent_fd)
     with suppress(OSError):
         os.fsync(target.parent_fd)
+
+
+def check_targets(
+    paths: Sequence[str | os.PathLike[str]], *, force: bool = False, create_parents: bool = False
+) -> None:
+    """Step 1 of :func:`publish_together` alone, before any work: every target passes
+    exactly the checks (and gives exactly the errors) publication would, or this raises.
+
+    ``create_parents``: a parent directory that does not exist yet is one the caller will
+    create (``mkdir -p``); then its nearest existing ancestor must be a directory.
+    """
+    for path in paths:
+        text = os.fspath(path)
+        parent = os.path.dirname(text.rstrip("/")) or "."
+        if create_parents and not os.path.lexists(parent):
+            ancestor = parent
+            while not os.path.lexists(ancestor):
+                ancestor = os.path.dirname(ancestor) or "."
+            if not os.path.isdir(ancestor):
+                raise PublishFailed("a parent of the output is not a directory", path=ancestor)
+            continue
+        target = _open_target(text, force)
+        os.close(target.parent_fd)
 
 
 def publish_together(

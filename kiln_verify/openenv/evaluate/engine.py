@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from kiln_verify.core.digest import canonical_digest
-from kiln_verify.errors import EvaluationPairingMismatch, LimitExceeded, TargetExists, UsageError
+from kiln_verify.errors import EvaluationPairingMismatch, LimitExceeded, UsageError
 from kiln_verify.limits import MAX_OPENENV_REPLAY_BYTES, MAX_OPENENV_SUMMARY_BYTES
 from kiln_verify.openenv.collect import (
     DEFAULT_DATASET,
@@ -33,6 +33,7 @@ from kiln_verify.openenv.collect import (
     DEFAULT_SUMMARY,
     CollectionControls,
     ProgressHook,
+    check_targets,
     publish_together,
     run_collection,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "EvaluationLayout",
     "TrainingInterval",
     "build_receipt",
+    "check_layout",
     "check_live_request",
     "check_training_overlap",
     "evaluate_bundles",
@@ -102,13 +104,13 @@ def check_training_overlap(seed_start: int, groups: int, training: TrainingInter
         return
     if training.seed_start < 0 or training.groups < 1:
         raise UsageError(
-            "the training interval needs --training-seed-start >= 0 and --training-groups >= 1"
+            "the training interval needs `training_seed_start` >= 0 and `training_groups` >= 1"
         )
     if training.overlaps(seed_start, groups):
         raise UsageError(
             f"evaluation seeds [{seed_start}, {seed_start + groups}) overlap the training "
             f"seeds [{training.seed_start}, {training.next_seed})",
-            hint=f"evaluate on held-out seeds, e.g. --seed-start {training.next_seed}",
+            hint=f"evaluate on held-out seeds, e.g. `seed_start` {training.next_seed}",
         )
 
 
@@ -122,7 +124,7 @@ def check_live_request(
     if gate is not None and controls.groups < MINIMUM_PAIRED_GROUPS:
         raise UsageError(
             f"a gate needs at least {MINIMUM_PAIRED_GROUPS} groups (got {controls.groups})",
-            hint="raise --groups or drop the gate for a diagnostic run",
+            hint="raise `groups` or drop the gate for a diagnostic run",
         )
 
 
@@ -277,8 +279,8 @@ def evaluate_bundles(
     force: bool = False,
 ) -> Evaluation:
     """Verify both bundles, check the pairing, compute (and optionally write) the receipt."""
-    if receipt_path is not None and os.path.lexists(receipt_path) and not force:
-        raise TargetExists("the receipt already exists", path=receipt_path, hint="pass --force")
+    if receipt_path is not None:
+        check_targets([receipt_path], force=force)
     base, base_report = load_bundle(baseline_summary)
     cand, cand_report = load_bundle(candidate_summary)
     receipt = build_receipt(base, cand, gate=gate, training=training, run_id=run_id)
@@ -288,6 +290,14 @@ def evaluate_bundles(
         write_receipt(receipt_path, data, force=force)
         shown = os.fspath(receipt_path)
     return Evaluation(receipt, data, base_report, cand_report, shown)
+
+
+def check_layout(output_dir: str | os.PathLike[str], *, force: bool) -> EvaluationLayout:
+    """The live form's outputs pass publication's checks (the two side directories may
+    still have to be created), before any policy runs or any server is contacted."""
+    layout = EvaluationLayout(Path(output_dir))
+    check_targets(layout.targets(), force=force, create_parents=True)
+    return layout
 
 
 async def run_evaluation(
@@ -309,11 +319,7 @@ async def run_evaluation(
     closed here.
     """
     check_live_request(controls, gate, training)
-    layout = EvaluationLayout(Path(output_dir))
-    if not controls.force:
-        for target in layout.targets():
-            if os.path.lexists(target):
-                raise TargetExists("an evaluation output exists", path=target, hint="pass --force")
+    layout = check_layout(output_dir, force=controls.force)
     for name in (BASELINE_DIR, CANDIDATE_DIR):
         (layout.root / name).mkdir(parents=True, exist_ok=True)
     for name, policy in ((BASELINE_DIR, baseline_policy), (CANDIDATE_DIR, candidate_policy)):

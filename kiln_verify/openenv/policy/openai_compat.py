@@ -6,33 +6,46 @@ tokens and ``seed`` = the generation seed; ``chat_template_kwargs.enable_thinkin
 the thinking flag unless ``send_template_kwargs`` is off (servers that reject unknown
 fields). Redirects are never followed, the body is counted while it streams and refused
 above ``max_response_bytes`` (default ``MAX_POLICY_RESPONSE_BYTES``), and it is parsed with
-the strict JSON reader. The API key is read once from a named environment variable, sent
-only as ``Authorization: Bearer``, never appears in identities or errors, and a response
-that echoes it is refused before parsing.
+the strict JSON reader (:mod:`~kiln_verify.openenv.policy.openai_response`, which also
+holds the reasoning rule). 429, 502-504 and refused connections are retried a bounded
+number of times; every error names the endpoint URL. The API key is read once from a named
+environment variable, sent only as ``Authorization: Bearer``, never appears in identities
+or errors, and a response that echoes it is refused before parsing.
+
+The call must run in one asyncio task from start to end (httpx's connection pool holds
+anyio locks bound to the task that took them); the collector guarantees it
+(:meth:`Session.keep_alive_while <kiln_verify.openenv.session.Session.keep_alive_while>`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
-from kiln_verify.core.jsonio import loads_object
 from kiln_verify.errors import (
     KilnError,
     LimitExceeded,
     PolicyConfigInvalid,
     PolicyHttpStatus,
+    PolicyRateLimited,
     PolicyRedirect,
-    PolicyResponseInvalid,
+    PolicyTimeout,
     PolicyTransport,
+    snippet,
 )
 from kiln_verify.limits import (
+    DEFAULT_POLICY_RETRIES,
     HTTP_CHAT_TIMEOUT_S,
     HTTP_CONNECT_TIMEOUT_S,
     MAX_BASE_URL_CHARS,
     MAX_POLICY_RESPONSE_BYTES,
+    MAX_POLICY_RETRIES,
+    POLICY_RETRY_AFTER_MAX_S,
+    POLICY_RETRY_BACKOFF_MAX_S,
+    POLICY_RETRY_BACKOFF_S,
 )
 from kiln_verify.openenv.credentials import BearerToken, check_reflection, read_bearer_token
 from kiln_verify.openenv.policy.base import (
@@ -43,6 +56,7 @@ from kiln_verify.openenv.policy.base import (
     PolicyResponse,
     elapsed_ms,
 )
+from kiln_verify.openenv.policy.openai_response import parse_chat_completion
 
 
 def _is_loopback(host: str) -> bool:
@@ -73,12 +87,69 @@ def _check_base_url(base_url: str) -> httpx.URL:
     return url
 
 
-def _int_field(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+_RETRY_STATUSES = frozenset({502, 503, 504})
+
+
+def _retry_after(value: str | None) -> float | None:
+    """An integer-seconds ``Retry-After`` (HTTP dates are ignored: clocks disagree)."""
+    if value is None or not value.strip().isdigit() or len(value.strip()) > 6:
+        return None
+    return float(int(value.strip()))
+
+
+def _hint(status: int) -> str:
+    if status in (401, 403):
+        return "the server refused the API key: check --policy-option api_key_env=VAR"
+    if status == 404:
+        return "check base_url (it includes the API prefix, e.g. http://127.0.0.1:8000/v1)"
+    if status in (400, 422):
+        return (
+            "the server refused the request: check model=NAME, or pass "
+            "--policy-option template_kwargs=false to servers that reject chat_template_kwargs"
+        )
+    if status >= 500:
+        return "the inference server failed; see its log"
+    return "check base_url and the server's log"
+
+
+def _transport_rule(where: str, exc: httpx.HTTPError) -> str:
+    text = str(exc)
+    if "SSL" in text or "WRONG_VERSION_NUMBER" in text or "record layer" in text:
+        return (
+            f"TLS to {where} failed: the server does not speak https here "
+            "(use http:// for a plain-HTTP server)"
+        )
+    return f"the request to {where} failed ({type(exc).__name__})"
+
+
+class _Retryable(Exception):
+    """One attempt that may be repeated: a status (or ``None`` for a connection failure)."""
+
+    def __init__(self, status: int | None, retry_after: float | None, rule: str = "") -> None:
+        super().__init__(rule)
+        self.status = status
+        self.retry_after = retry_after
+        self.rule = rule
+
+    def error(self, where: str, attempts: int) -> KilnError:
+        tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        if self.status == 429:
+            return PolicyRateLimited(f"{where} answered HTTP 429 (too many requests) {tries}")
+        if self.status is not None:
+            return PolicyHttpStatus(
+                f"{where} answered HTTP {self.status} {tries}", hint=_hint(self.status)
+            )
+        return PolicyTransport(f"{self.rule} {tries}")
 
 
 class OpenAICompatPolicy:
     """Chat completions over httpx; one shared connection pool, closed by :meth:`aclose`."""
+
+    #: Why ``--grpo-output`` refuses this policy (named in the refusal).
+    PROVENANCE_UNAVAILABLE: Final = (
+        "a chat-completions API returns text, not the sampled token ids and behaviour "
+        "log-probs a GRPO row needs"
+    )
 
     def __init__(
         self,
@@ -90,6 +161,8 @@ class OpenAICompatPolicy:
         max_response_bytes: int = MAX_POLICY_RESPONSE_BYTES,
         timeout_s: float = HTTP_CHAT_TIMEOUT_S,
         connect_timeout_s: float = HTTP_CONNECT_TIMEOUT_S,
+        max_retries: int = DEFAULT_POLICY_RETRIES,
+        retry_backoff_s: float = POLICY_RETRY_BACKOFF_S,
         clock: Clock = MONOTONIC,
         environ: dict[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -108,7 +181,16 @@ class OpenAICompatPolicy:
         self._base_url = str(url).rstrip("/")
         self._model = model
         self._send_template_kwargs = send_template_kwargs
+        if (
+            isinstance(max_retries, bool)
+            or not isinstance(max_retries, int)
+            or not 0 <= max_retries <= MAX_POLICY_RETRIES
+        ):
+            raise PolicyConfigInvalid(f"max_retries must be an integer in 0..{MAX_POLICY_RETRIES}")
         self._max_bytes = max_response_bytes
+        self._max_retries = max_retries
+        self._backoff_s = retry_backoff_s
+        self._timeout_s = timeout_s
         self._clock = clock
         headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
         if self._token is not None:
@@ -135,87 +217,89 @@ class OpenAICompatPolicy:
             body["chat_template_kwargs"] = {"enable_thinking": request.thinking}
         return body
 
-    async def _post(self, body: dict[str, Any]) -> bytes:
+    async def _post_once(self, body: dict[str, Any]) -> bytes:
+        """One attempt; a retryable failure raises :class:`_Retryable`."""
+        where = self._endpoint
         try:
-            async with self._client.stream("POST", self._endpoint, json=body) as response:
+            async with self._client.stream("POST", where, json=body) as response:
                 status = response.status_code
                 if 300 <= status < 400:
-                    raise PolicyRedirect(f"the chat-completions server answered HTTP {status}")
-                if not 200 <= status < 300:
-                    raise PolicyHttpStatus(f"the chat-completions server answered HTTP {status}")
-                declared = response.headers.get("content-length")
-                if declared is not None and declared.isdigit() and int(declared) > self._max_bytes:
-                    raise LimitExceeded(
-                        "the chat-completions response body",
-                        limit="MAX_POLICY_RESPONSE_BYTES",
-                        bound=self._max_bytes,
-                        observed=int(declared),
+                    location = snippet(response.headers.get("location", ""))
+                    raise PolicyRedirect(
+                        f"{where} answered HTTP {status} redirecting to {location}"
                     )
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_raw():
-                    size += len(chunk)
-                    if size > self._max_bytes:
-                        raise LimitExceeded(
-                            "the chat-completions response body",
-                            limit="MAX_POLICY_RESPONSE_BYTES",
-                            bound=self._max_bytes,
-                            observed=size,
-                        )
-                    chunks.append(chunk)
-                return b"".join(chunks)
-        except KilnError:
+                if status == 429 or status in _RETRY_STATUSES:
+                    raise _Retryable(status, _retry_after(response.headers.get("retry-after")))
+                if not 200 <= status < 300:
+                    raise PolicyHttpStatus(f"{where} answered HTTP {status}", hint=_hint(status))
+                return await self._read_capped(response)
+        except (KilnError, _Retryable):
             raise
-        except httpx.TimeoutException:
-            raise PolicyTransport("the chat-completions request timed out") from None
+        except httpx.ConnectError as exc:
+            raise _Retryable(None, None, _transport_rule(where, exc)) from None
+        except httpx.TimeoutException as exc:
+            if isinstance(exc, httpx.ConnectTimeout):
+                raise _Retryable(None, None, f"connecting to {where} timed out") from None
+            raise PolicyTimeout(f"{where} did not answer within {self._timeout_s:g} s") from None
         except httpx.HTTPError as exc:
-            raise PolicyTransport(
-                f"the chat-completions request failed ({type(exc).__name__})"
-            ) from None
+            raise PolicyTransport(f"{_transport_rule(where, exc)}") from None
 
-    def _parse(self, data: bytes) -> tuple[str, str | None, int, int, str | None]:
-        check_reflection(self._token, data, "the chat-completions response")
-        try:
-            document = loads_object(data, max_bytes=self._max_bytes)
-        except KilnError as exc:
-            raise PolicyResponseInvalid(
-                f"the chat-completions response is not one strict JSON object ({exc.code})"
-            ) from None
-        choices = document.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise PolicyResponseInvalid("the response has no choices[0] object")
-        message = choices[0].get("message")
-        if not isinstance(message, dict):
-            raise PolicyResponseInvalid("choices[0].message is not an object")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise PolicyResponseInvalid("choices[0].message.content is not a string or null")
-        reasoning = message.get("reasoning_content")
-        if reasoning is not None and not isinstance(reasoning, str):
-            raise PolicyResponseInvalid("choices[0].message.reasoning_content is not a string")
-        finish = choices[0].get("finish_reason")
-        usage = document.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        return (
-            content or "",
-            reasoning,
-            _int_field(usage.get("prompt_tokens")),
-            _int_field(usage.get("completion_tokens")),
-            finish if isinstance(finish, str) else None,
-        )
+    async def _read_capped(self, response: httpx.Response) -> bytes:
+        what = f"the chat-completions response body from {self._endpoint}"
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self._max_bytes:
+            raise LimitExceeded(
+                what,
+                limit="MAX_POLICY_RESPONSE_BYTES",
+                bound=self._max_bytes,
+                observed=int(declared),
+            )
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
+            if size > self._max_bytes:
+                raise LimitExceeded(
+                    what, limit="MAX_POLICY_RESPONSE_BYTES", bound=self._max_bytes, observed=size
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _post(self, body: dict[str, Any]) -> bytes:
+        """The body of a successful call, after at most ``max_retries`` retries.
+
+        Retried: 429, 502, 503, 504 and connections that could not be made (nothing was
+        generated); waits double from ``POLICY_RETRY_BACKOFF_S``, or follow an integer
+        ``Retry-After`` of at most ``POLICY_RETRY_AFTER_MAX_S``. Never retried: other
+        statuses, read timeouts (the server may still be generating), bad bodies.
+        """
+        attempt = 0
+        while True:
+            try:
+                return await self._post_once(body)
+            except _Retryable as failure:
+                attempts = attempt + 1
+                wait = failure.retry_after
+                if wait is None:
+                    wait = min(self._backoff_s * 2**attempt, POLICY_RETRY_BACKOFF_MAX_S)
+                if attempt >= self._max_retries or wait > POLICY_RETRY_AFTER_MAX_S:
+                    raise failure.error(self._endpoint, attempts) from None
+                attempt += 1
+                await asyncio.sleep(wait)
 
     async def act(self, request: PolicyRequest) -> PolicyResponse:
         start = self._clock()
         data = await self._post(self._body(request))
         latency = elapsed_ms(self._clock, start)
-        text, reasoning, prompt_tokens, completion_tokens, finish = self._parse(data)
+        check_reflection(self._token, data, f"the response from {self._endpoint}")
+        completion = parse_chat_completion(data, max_bytes=self._max_bytes, where=self._endpoint)
         return PolicyResponse(
-            text=text,
-            reasoning=reasoning,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            text=completion.text,
+            reasoning=completion.reasoning,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
             latency_ms=latency,
-            finish_reason=finish,
+            finish_reason=completion.finish_reason,
         )
 
     def identity(self) -> BehaviorPolicyIdentity:

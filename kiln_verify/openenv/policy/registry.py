@@ -5,7 +5,7 @@
 | ``scripted`` | ``script=PATH`` (required) |
 | ``random`` | none |
 | ``openai`` | ``base_url=URL``, ``model=NAME`` (required); ``api_key_env=VAR``,
-  ``template_kwargs=true|false`` |
+  ``template_kwargs=true|false``, ``max_retries=N`` |
 | ``transformers`` | ``model_dir=PATH`` (required); ``name=TEXT``, ``device=cpu|cuda|cuda:N``,
   ``adapter_dir=PATH`` (a PEFT LoRA adapter applied on top) |
 
@@ -19,14 +19,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from kiln_verify.errors import PolicyConfigInvalid
-from kiln_verify.limits import MAX_POLICY_OPTION_BYTES, MAX_POLICY_OPTIONS
+from kiln_verify.limits import DEFAULT_POLICY_RETRIES, MAX_POLICY_OPTION_BYTES, MAX_POLICY_OPTIONS
 from kiln_verify.openenv.policy.base import Policy
 
 POLICY_NAMES = ("scripted", "random", "openai", "transformers")
 _ALLOWED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "scripted": (frozenset({"script"}), frozenset()),
     "random": (frozenset(), frozenset()),
-    "openai": (frozenset({"base_url", "model"}), frozenset({"api_key_env", "template_kwargs"})),
+    "openai": (
+        frozenset({"base_url", "model"}),
+        frozenset({"api_key_env", "template_kwargs", "max_retries"}),
+    ),
     "transformers": (frozenset({"model_dir"}), frozenset({"name", "device", "adapter_dir"})),
 }
 
@@ -56,6 +59,13 @@ def _bool(name: str, value: str) -> bool:
     if lowered in ("false", "0", "no"):
         return False
     raise PolicyConfigInvalid(f"policy option {name} must be true or false")
+
+
+def _count(name: str, value: str) -> int:
+    text = value.strip()
+    if not text.isdigit() or len(text) > 4:
+        raise PolicyConfigInvalid(f"policy option {name} must be a small non-negative integer")
+    return int(text)
 
 
 def build_policy(name: str, options: Mapping[str, str] | None = None) -> Policy:
@@ -88,6 +98,7 @@ def build_policy(name: str, options: Mapping[str, str] | None = None) -> Policy:
             model=opts["model"],
             api_key_env=opts.get("api_key_env") or None,
             send_template_kwargs=_bool("template_kwargs", opts.get("template_kwargs", "true")),
+            max_retries=_count("max_retries", opts.get("max_retries", str(DEFAULT_POLICY_RETRIES))),
         )
     from kiln_verify.openenv.policy.transformers_policy import TransformersPolicy
 
