@@ -19,12 +19,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kiln_verify.cli.output import fail
 from kiln_verify.control.client import DEFAULT_URL, ControlClient, outcome_error
 from kiln_verify.control.status import OpenEnvRunStatus
 from kiln_verify.errors import KilnError
 
 __all__ = [
     "Json",
+    "RunId",
     "Url",
     "echo_json",
     "fail_on_outcome",
@@ -37,20 +39,24 @@ __all__ = [
 T = TypeVar("T")
 
 Url = Annotated[
-    str, typer.Option("--url", help="Base URL of the control plane (`kiln-verify serve`).")
+    str,
+    typer.Option(
+        "--url", metavar="URL", help="Base URL of the control plane (`kiln-verify serve`)."
+    ),
 ]
-Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+Json = Annotated[bool, typer.Option("--json", help="Print the result (or the error) as JSON.")]
+RunId = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run id (a UUID).")]
 URL_DEFAULT = DEFAULT_URL
 
 
-def with_client(url: str, work: Callable[[ControlClient], T]) -> T:
-    """Run ``work`` with a client; typed errors become ``error: ...`` and their exit status."""
+def with_client(url: str, work: Callable[[ControlClient], T], *, as_json: bool = False) -> T:
+    """Run ``work`` with a client; a typed error is rendered by :func:`cli.output.fail`
+    (JSON on stdout with ``--json``, one stderr line otherwise) with its exit status."""
     try:
         with ControlClient(url) as client:
             return work(client)
     except KilnError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc, as_json=as_json)
 
 
 def echo_json(value: Any) -> None:
@@ -184,8 +190,9 @@ def follow_renderer(enabled: bool) -> Iterator[Callable[[OpenEnvRunStatus], None
     yield line
 
 
-def fail_on_outcome(status: OpenEnvRunStatus) -> None:
-    """Exit 1 with the typed diagnosis when a terminal run did not succeed."""
+def fail_on_outcome(status: OpenEnvRunStatus, *, as_json: bool = False) -> None:
+    """Exit 1 with the typed diagnosis when a terminal run did not succeed (on stderr: with
+    ``--json`` the final status is already on stdout)."""
     error = outcome_error(status)
     if error is not None:
         typer.echo(f"error: {error}", err=True)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kiln_verify.cli.control_common import URL_DEFAULT, Json, Url, echo_json, with_client
+from kiln_verify.cli.control_common import URL_DEFAULT, Json, RunId, Url, echo_json, with_client
 from kiln_verify.control.client import ControlClient
 from kiln_verify.control.download import download_artifact
 from kiln_verify.openenv.records.reports import ArtifactDownloadReceipt
@@ -22,9 +22,13 @@ __all__ = ["register"]
 
 
 def artifact_command(
-    run_id: Annotated[str, typer.Argument(help="The run id (a UUID).")],
-    kind: Annotated[str, typer.Argument(help="Artifact kind: dataset, replay or summary.")],
-    output: Annotated[str, typer.Option("--output", help="Where to write the artifact.")],
+    run_id: RunId,
+    kind: Annotated[
+        str, typer.Argument(metavar="KIND", help="Artifact kind: dataset, replay or summary.")
+    ],
+    output: Annotated[
+        str, typer.Option("--output", metavar="PATH", help="Where to write the artifact.")
+    ],
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing output file.")
     ] = False,
@@ -36,7 +40,7 @@ def artifact_command(
     def work(client: ControlClient) -> ArtifactDownloadReceipt:
         return download_artifact(client, run_id, kind, output, force=force)
 
-    receipt = with_client(url, work)
+    receipt = with_client(url, work, as_json=as_json)
     if as_json:
         echo_json(receipt.to_json())
         return

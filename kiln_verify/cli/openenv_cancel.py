@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from kiln_verify.cli.control_common import URL_DEFAULT, Json, Url, echo_json, with_client
+from kiln_verify.cli.control_common import URL_DEFAULT, Json, RunId, Url, echo_json, with_client
 from kiln_verify.control.client import ControlClient
 from kiln_verify.control.status import OpenEnvRunStatus
 
@@ -14,7 +12,7 @@ __all__ = ["register"]
 
 
 def cancel_command(
-    run_id: Annotated[str, typer.Argument(help="The run id (a UUID).")],
+    run_id: RunId,
     url: Url = URL_DEFAULT,
     as_json: Json = False,
 ) -> None:
@@ -23,7 +21,7 @@ def cancel_command(
     def work(client: ControlClient) -> OpenEnvRunStatus:
         return client.cancel(run_id)
 
-    status = with_client(url, work)
+    status = with_client(url, work, as_json=as_json)
     if as_json:
         echo_json(status.to_json())
         return

@@ -18,7 +18,7 @@ def runs_command(url: Url = URL_DEFAULT, as_json: Json = False) -> None:
     def work(client: ControlClient) -> RunList:
         return client.runs()
 
-    listing = with_client(url, work)
+    listing = with_client(url, work, as_json=as_json)
     if as_json:
         echo_json(listing.to_json())
         return

@@ -25,6 +25,7 @@ from kiln_verify.cli.control_common import (
     status_table,
     with_client,
 )
+from kiln_verify.cli.output import fail
 from kiln_verify.control.client import ControlClient, load_run_request
 from kiln_verify.control.status import OpenEnvRunStatus
 from kiln_verify.errors import KilnError
@@ -34,11 +35,18 @@ __all__ = ["register"]
 
 def start_command(
     request: Annotated[
-        str, typer.Option("--request", help="JSON file holding one OpenEnvRunRequest object.")
+        str,
+        typer.Option(
+            "--request", metavar="FILE", help="JSON file holding one OpenEnvRunRequest object."
+        ),
     ],
     idempotency_key: Annotated[
         str | None,
-        typer.Option("--idempotency-key", help="Retry-safe key (never a secret; 1..128 chars)."),
+        typer.Option(
+            "--idempotency-key",
+            metavar="KEY",
+            help="Retry-safe key (never a secret; 1..128 chars).",
+        ),
     ] = None,
     url: Url = URL_DEFAULT,
     follow: Annotated[
@@ -50,8 +58,7 @@ def start_command(
     try:
         body = load_run_request(request, idempotency_key)
     except KilnError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc, as_json=as_json)
 
     def work(client: ControlClient) -> OpenEnvRunStatus:
         status, created = client.start(body)
@@ -63,13 +70,13 @@ def start_command(
         with follow_renderer(True) as show:
             return client.follow(status.run_id, show)
 
-    final = with_client(url, work)
+    final = with_client(url, work, as_json=as_json)
     if as_json:
         echo_json(final.to_json())
     elif follow:
         Console(file=sys.stdout).print(status_table(final))
     if follow:
-        fail_on_outcome(final)
+        fail_on_outcome(final, as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from rich.console import Console
 from kiln_verify.cli.control_common import (
     URL_DEFAULT,
     Json,
+    RunId,
     Url,
     echo_json,
     fail_on_outcome,
@@ -24,7 +25,7 @@ __all__ = ["register"]
 
 
 def status_command(
-    run_id: Annotated[str, typer.Argument(help="The run id (a UUID).")],
+    run_id: RunId,
     follow: Annotated[
         bool, typer.Option("--follow", help="Wait for the run to end, showing progress.")
     ] = False,
@@ -39,13 +40,13 @@ def status_command(
         with follow_renderer(True) as show:
             return client.follow(run_id, show)
 
-    status = with_client(url, work)
+    status = with_client(url, work, as_json=as_json)
     if as_json:
         echo_json(status.to_json())
     else:
         Console().print(status_table(status))
     if follow:
-        fail_on_outcome(status)
+        fail_on_outcome(status, as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:

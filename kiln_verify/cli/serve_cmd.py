@@ -33,14 +33,19 @@ serve_app = typer.Typer(
 @serve_app.callback(invoke_without_command=True)
 def serve_command(
     config: Annotated[
-        str | None, typer.Option("--config", help="TOML server configuration file.")
+        str | None,
+        typer.Option("--config", metavar="FILE", help="TOML server configuration file."),
     ] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Listen address.")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", metavar="HOST", help="Listen address.")
+    ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", min=0, max=65535, help="Listen port (0: any free).")
+        int | None,
+        typer.Option("--port", metavar="PORT", min=0, max=65535, help="Listen port (0: any free)."),
     ] = None,
     state_dir: Annotated[
-        str | None, typer.Option("--state-dir", help="Directory holding .openenv/runs/.")
+        str | None,
+        typer.Option("--state-dir", metavar="DIR", help="Directory holding .openenv/runs/."),
     ] = None,
 ) -> None:
     """Serve the control plane until interrupted."""
