@@ -147,8 +147,7 @@ def start_server_process(
         while len(urls) < expected_urls:
             if not server.alive():
                 raise ServerStartError(
-                    f"{label} exited with {process.returncode} during start-up\n"
-                    f"{server.log_tail()}"
+                    f"{label} exited with {process.returncode} during start-up\n{server.log_tail()}"
                 )
             if time.monotonic() >= deadline:
                 raise ServerStartError(
@@ -198,7 +197,9 @@ def start_openenv_peers(
     its own app, `HTTPEnvServer`, socket and session table.
     """
     argv = [
-        sys.executable, str(PEER_SCRIPT), "--exit-on-stdin-eof",
+        sys.executable,
+        str(PEER_SCRIPT),
+        "--exit-on-stdin-eof",
         *(spec.argument() for spec in specs),
     ]
     label = "openenv-" + "-".join(spec.name for spec in specs)
@@ -210,8 +211,16 @@ def start_openenv_peers(
 def oracle_command(name: str, *, max_sessions: int | None = None) -> list[str]:
     """`kiln-verify oracle serve NAME --port 0 [--max-sessions N]` with this interpreter."""
     argv = [
-        sys.executable, "-c", "from kiln_verify.cli import main; main()",
-        "oracle", "serve", name, "--host", "127.0.0.1", "--port", "0",
+        sys.executable,
+        "-c",
+        "from kiln_verify.cli import main; main()",
+        "oracle",
+        "serve",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
     ]
     if max_sessions is not None:
         argv += ["--max-sessions", str(max_sessions)]
@@ -226,7 +235,8 @@ def start_oracle_process(
     The CLI binds port 0 itself and prints its base URL once `/health` answers.
     """
     return start_server_process(
-        oracle_command(name, max_sessions=max_sessions), label=f"oracle-{name}",
+        oracle_command(name, max_sessions=max_sessions),
+        label=f"oracle-{name}",
         timeout_s=timeout_s,
     )
 

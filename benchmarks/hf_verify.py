@@ -228,12 +228,20 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     shard_files = sorted(model.glob("*.safetensors"))
     train_files = [*bundle_files, *shard_files, model / "tokenizer.json"]
     resident_files = [
-        model / "config.json", model / "tokenizer.json", model / "chat_template.jinja",
+        model / "config.json",
+        model / "tokenizer.json",
+        model / "chat_template.jinja",
         *shard_files,
     ]
     verify_cli = [sys.executable, "-c", _CLI, "hf", "verify", str(bundle), "--json"]
     train_py = [
-        sys.executable, "-I", "train.py", str(bundle), "--base-model", str(model), "--verify-only",
+        sys.executable,
+        "-I",
+        "train.py",
+        str(bundle),
+        "--base-model",
+        str(model),
+        "--verify-only",
     ]
     actions: dict[str, Callable[[], object]] = {
         "sha256sum_bundle": lambda: sha256sum(bundle_files),

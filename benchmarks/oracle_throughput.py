@@ -356,7 +356,9 @@ def serve_floor() -> int:
     sock.bind(("127.0.0.1", 0))
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(
-        floor_app(_floor_frame()), log_level="warning", lifespan="off",
+        floor_app(_floor_frame()),
+        log_level="warning",
+        lifespan="off",
         ws_per_message_deflate=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
@@ -385,9 +387,13 @@ def run_benchmark(workload: Workload, *, with_floor: bool = False) -> BenchmarkR
     slots = max(workload.concurrency, 1)
     with contextlib.ExitStack() as stack:
         ours = stack.enter_context(running(start_oracle_process("bandit", max_sessions=slots)))
-        peers = stack.enter_context(running(start_openenv_peers(
-            [PeerSpec("bandit", slots), PeerSpec("bandit", slots, deflate=False)]
-        )))
+        peers = stack.enter_context(
+            running(
+                start_openenv_peers(
+                    [PeerSpec("bandit", slots), PeerSpec("bandit", slots, deflate=False)]
+                )
+            )
+        )
         targets = [
             Target("ours", ours.base_url, ours.process.pid),
             Target("openenv", peers.urls[0], peers.process.pid),
@@ -429,14 +435,19 @@ def render_table(result: BenchmarkResult) -> str:
                 f"{1e6 / m.steps_per_s:>8.0f} {cpu:>12}{versus}"
             )
     lines.append("")
-    lines.extend(f"  {name}: {label}" for name, label in labels.items()
-                 if any(name in mode.measurements for mode in result.modes))
+    lines.extend(
+        f"  {name}: {label}"
+        for name, label in labels.items()
+        if any(name in mode.measurements for mode in result.modes)
+    )
     lines.append("")
     for baseline in BASELINES:
         verdict = "met" if result.meets_target(baseline) else "NOT met"
         worst = min(mode.ratio(baseline).wall for mode in result.modes)
-        lines.append(f"target ours >= {TARGET_RATIO:g}x {baseline} steps/s in every mode: "
-                     f"{verdict} (lowest {worst:.2f}x)")
+        lines.append(
+            f"target ours >= {TARGET_RATIO:g}x {baseline} steps/s in every mode: "
+            f"{verdict} (lowest {worst:.2f}x)"
+        )
     return "\n".join(lines)
 
 
@@ -446,16 +457,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Steps per second of the oracle bandit versus an openenv 0.10.0 peer.",
     )
     defaults = Workload()
-    parser.add_argument("--sessions", type=int, default=defaults.sessions,
-                        help="sessions per measurement (default %(default)s)")
-    parser.add_argument("--episodes", type=int, default=defaults.episodes,
-                        help="episodes (reset + 20 steps) per session (default %(default)s)")
-    parser.add_argument("--concurrency", type=int, default=defaults.concurrency,
-                        help="sessions at a time in the concurrent mode (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=defaults.repeats,
-                        help="measurements per server and mode (default %(default)s)")
-    parser.add_argument("--floor", action="store_true",
-                        help="also measure a do-nothing server: this client's ceiling")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=defaults.sessions,
+        help="sessions per measurement (default %(default)s)",
+    )
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=defaults.episodes,
+        help="episodes (reset + 20 steps) per session (default %(default)s)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=defaults.concurrency,
+        help="sessions at a time in the concurrent mode (default %(default)s)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=defaults.repeats,
+        help="measurements per server and mode (default %(default)s)",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure a do-nothing server: this client's ceiling",
+    )
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.add_argument("--serve-floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -465,7 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     workload = Workload(
-        sessions=args.sessions, episodes=args.episodes, concurrency=args.concurrency,
+        sessions=args.sessions,
+        episodes=args.episodes,
+        concurrency=args.concurrency,
         repeats=args.repeats,
     )
     result = run_benchmark(workload, with_floor=args.floor)

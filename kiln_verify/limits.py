@@ -324,3 +324,51 @@ MAX_ARCHIVE_NAME_BYTES: Final = 256
 MAX_ARCHIVE_TAIL_BYTES: Final = 10 * KiB
 """Zero bytes allowed after the tar end-of-archive marker (Kiln's import rule, §5.8, §7);
 a tar writer pads to 10240-byte records, so an honest tail is shorter."""
+
+# --- the control plane (kiln_verify.control, kiln_verify.server; contract §10-§12) --------
+
+MAX_CONTROL_REQUEST_BYTES: Final = 1 * MiB
+"""A control-plane request body (every ``POST`` route) and the ``openenv start --request``
+file (kiln-openenv-contract §11, §12: "body limit 1 MiB", "run request file 1 MiB")."""
+
+MAX_CONTROL_RESPONSE_BYTES: Final = 16 * MiB
+"""A JSON response the control client reads from a server (§11: "Kiln responses 16 MiB")."""
+
+MAX_RUN_STATUS_BYTES: Final = 2 * MiB
+"""One persisted ``run.json`` (§12); a larger one is never written and never restored."""
+
+MAX_FAILURE_MESSAGE_BYTES: Final = 4 * KiB
+"""``kiln.openenv-run-failure.v1`` ``message`` in UTF-8 bytes; longer text is cut at a
+character boundary and ends in ``...`` (§10)."""
+
+MAX_FAILURE_HINT_BYTES: Final = 1 * KiB
+"""A failure ``hint``: ours are one sentence; a record read back may not carry more."""
+
+MAX_IDEMPOTENCY_KEY_BYTES: Final = 128
+"""``idempotency_key``: 1..128 ASCII bytes of ``[A-Za-z0-9._:-]`` (§12 and the seed)."""
+
+MAX_CREDENTIAL_HANDLE_CHARS: Final = 64
+"""A server credential handle (``credential_ids`` entry): 1..64 of ``[A-Za-z0-9_-]``."""
+
+MAX_SERVER_CONFIG_BYTES: Final = 1 * MiB
+"""The ``kiln-verify serve --config`` TOML file, refused from metadata before reading."""
+
+MAX_SERVER_ACTIVE_RUNS: Final = 256
+"""Largest accepted ``[openenv] max_active_runs`` (each active run may hold sessions and a
+policy; the collector's own concurrency bound is 256 as well)."""
+
+MAX_SERVER_TRACKED_RUNS: Final = 65536
+"""Largest accepted ``[openenv] max_tracked_runs`` (every tracked status stays in memory)."""
+
+MAX_SERVER_TTL_S: Final = 10 * 365 * 24 * 3600
+"""Largest accepted ``[openenv] tracked_run_ttl_secs`` (ten years)."""
+
+MAX_SERVER_CREDENTIALS: Final = 256
+"""``[openenv.credentials.<id>]`` tables in one server configuration."""
+
+MAX_SERVER_POLICIES: Final = 64
+"""``[policies.<adapter>]`` tables in one server configuration."""
+
+MAX_CANCEL_WAIT_S: Final = 10.0
+"""How long ``DELETE /v1/openenv/runs/<id>`` waits for an active run to stop before it
+answers with the still-stopping status (cancellation stays cooperative)."""

@@ -41,7 +41,11 @@ class EndpointSpec:
 
     @classmethod
     def for_oracle(
-        cls, name: str, *, max_sessions: int | None = None, faults: Sequence[str] = (),
+        cls,
+        name: str,
+        *,
+        max_sessions: int | None = None,
+        faults: Sequence[str] = (),
         per_test: bool = False,
     ) -> EndpointSpec:
         label = "oracle-" + name

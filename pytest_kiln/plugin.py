@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from pytest_kiln.cases import CaseResult
     from pytest_kiln.report import RecordedResult
 
+pytest_plugins = ("pytest_kiln.control.plugin",)  # the control-plane suite's options
+
 __all__ = [
     "kiln_capacity_probe",
     "kiln_credential_env",

@@ -40,8 +40,11 @@ def summary_counts(results: Iterable[RecordedResult]) -> dict[str, int]:
 
 def summary_line(counts: Mapping[str, int]) -> str:
     """``kiln conformance: 17 OK, 1 NON-STRICT, 0 FAILED`` (+ skipped/informational if any)."""
-    parts = [f"{counts['OK']} OK", f"{counts['NON-STRICT']} NON-STRICT",
-             f"{counts['FAILED']} FAILED"]
+    parts = [
+        f"{counts['OK']} OK",
+        f"{counts['NON-STRICT']} NON-STRICT",
+        f"{counts['FAILED']} FAILED",
+    ]
     for extra in ("INFORMATIONAL", "SKIPPED"):
         if counts.get(extra):
             parts.append(f"{counts[extra]} {extra}")

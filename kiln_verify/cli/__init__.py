@@ -36,10 +36,17 @@ def _hf_app(subcommand: str | None = None) -> typer.Typer:
     return hf_app
 
 
+def _serve_app(subcommand: str | None = None) -> typer.Typer:
+    from kiln_verify.cli.serve_cmd import serve_app
+
+    return serve_app
+
+
 GROUPS: dict[str, Callable[[str | None], typer.Typer]] = {
     "oracle": _oracle_app,
     "openenv": _openenv_app,
     "hf": _hf_app,
+    "serve": _serve_app,
 }
 
 

@@ -294,8 +294,6 @@ def verify_import_command(
     from kiln_verify.hf.verify_import import verify_import_path
 
     _run(
-        lambda: verify_import_path(
-            path, name=name, model=model, served_model_id=served_model_id
-        ),
+        lambda: verify_import_path(path, name=name, model=model, served_model_id=served_model_id),
         as_json,
     )

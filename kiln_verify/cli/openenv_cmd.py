@@ -33,6 +33,11 @@ _REGISTERED: dict[str, str] = {
     "rollout": "kiln_verify.cli.openenv_rollout",
     "replay": "kiln_verify.cli.openenv_replay",
     "evaluate": "kiln_verify.cli.openenv_evaluate",
+    "runs": "kiln_verify.cli.openenv_runs",
+    "start": "kiln_verify.cli.openenv_start",
+    "status": "kiln_verify.cli.openenv_status",
+    "cancel": "kiln_verify.cli.openenv_cancel",
+    "artifact": "kiln_verify.cli.openenv_artifact",
 }
 """Subcommands defined in their own modules (each with a ``register(app)``), in help order
 after ``inspect`` and ``tasks``."""

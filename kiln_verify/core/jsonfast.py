@@ -160,8 +160,7 @@ def canonical_value(raw: bytes, depth_limit: int | None, indent: int = 0) -> Any
                 return MISS
         elif orjson.dumps(value) == raw:
             if depth_limit is None or (
-                len(raw) < COUNT_BRACKETS_BELOW
-                and raw.count(b"[") + raw.count(b"{") <= depth_limit
+                len(raw) < COUNT_BRACKETS_BELOW and raw.count(b"[") + raw.count(b"{") <= depth_limit
             ):
                 return value
             pretty, indent = orjson.dumps(value, option=_INDENT_2), 0

@@ -44,8 +44,9 @@ Pathish = str | os.PathLike[str]
 class _Slot:
     """The parent descriptor, the target name and its staging name, checked up front."""
 
-    def __init__(self, target: Pathish) -> None:
+    def __init__(self, target: Pathish, *, replace: bool = False) -> None:
         shown = os.fspath(target)
+        self.replace = replace
         head, name = os.path.split(shown.rstrip("/") or "/")
         if name in ("", ".", ".."):
             raise PublishFailed(f"{snippet(shown)} names no directory entry", path=shown)
@@ -81,6 +82,10 @@ class _Slot:
             return
         if stat.S_ISLNK(info.st_mode):
             raise SymlinkRefused("the target is a symbolic link", path=self.shown)
+        if self.replace and stat.S_ISREG(info.st_mode):
+            return
+        if self.replace:
+            raise PublishFailed("the target exists and is not a regular file", path=self.shown)
         raise TargetExists("the target already exists and is never replaced", path=self.shown)
 
     @property
@@ -89,6 +94,11 @@ class _Slot:
 
     def commit(self, *, is_dir: bool) -> None:
         """Move staging to the target without ever replacing it, then fsync the parent."""
+        if self.replace:
+            self.refuse_existing()  # still a regular file (or absent), never a link
+            os.rename(self.staging, self.name, src_dir_fd=self.parent_fd, dst_dir_fd=self.parent_fd)
+            os.fsync(self.parent_fd)
+            return
         try:
             rename.noreplace(self.parent_fd, self.staging, self.name, allow_link=not is_dir)
         except FileExistsError:
@@ -140,8 +150,8 @@ def _copy_fd(source: Pathish, out_fd: int, max_bytes: int | None) -> None:
 
 
 @contextmanager
-def _publication(target: Pathish, *, is_dir: bool) -> Iterator[_Slot]:
-    slot = _Slot(target)
+def _publication(target: Pathish, *, is_dir: bool, replace: bool = False) -> Iterator[_Slot]:
+    slot = _Slot(target, replace=replace)
     try:
         yield slot
         slot.commit(is_dir=is_dir)
@@ -158,8 +168,10 @@ def _publication(target: Pathish, *, is_dir: bool) -> Iterator[_Slot]:
         slot.close()
 
 
-def _publish_one(target: Pathish, mode: int, fill: Callable[[int], None]) -> None:
-    with _publication(target, is_dir=False) as slot:
+def _publish_one(
+    target: Pathish, mode: int, fill: Callable[[int], None], *, replace: bool = False
+) -> None:
+    with _publication(target, is_dir=False, replace=replace) as slot:
         fd = os.open(slot.staging, _NEW_FILE, mode, dir_fd=slot.parent_fd)
         try:
             fill(fd)
@@ -180,6 +192,41 @@ def publish_file(
 ) -> None:
     """Copy a regular, non-symlink ``source`` file to a new ``target`` atomically."""
     _publish_one(target, mode, lambda fd: _copy_fd(source, fd, max_bytes))
+
+
+def publish_stream(
+    target: Pathish,
+    fill: Callable[[IO[bytes]], None],
+    *,
+    mode: int = 0o644,
+    replace: bool = False,
+) -> None:
+    """Create ``target`` from what ``fill`` writes to a staging stream, atomically.
+
+    ``fill`` may raise to abandon the publication (nothing appears). Without ``replace``
+    an existing target is never touched (``target_exists``); with ``replace`` an existing
+    regular, non-symlink file is atomically replaced by ``rename(2)`` (a reader sees the
+    old bytes or the new ones, never a mixture).
+    """
+
+    def write(fd: int) -> None:
+        with os.fdopen(fd, "wb", buffering=HASH_CHUNK_BYTES, closefd=False) as stream:
+            fill(stream)
+            stream.flush()
+
+    _publish_one(target, mode, write, replace=replace)
+
+
+def replace_bytes(
+    target: Pathish, data: bytes | bytearray | memoryview, *, mode: int = 0o644
+) -> None:
+    """Atomically create or replace the regular file ``target`` with ``data``.
+
+    For state files the caller owns and rewrites (a server's ``run.json``): staged, fsynced,
+    renamed over the old file and the directory fsynced, so a crash at any moment leaves
+    either the previous complete file or the new one.
+    """
+    _publish_one(target, mode, lambda fd: _write_all(fd, data), replace=True)
 
 
 class StagedDirectory:

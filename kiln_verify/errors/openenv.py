@@ -50,6 +50,8 @@ class EnvironmentHttpStatus(OpenEnvError):
 
     code = "environment_http_status"
     default_hint = "check the URL, the server logs and, for 401/403, --credential-env"
+    #: The status the environment answered with (set by the client where it raises this).
+    http_status: int | None = None
 
 
 class EnvironmentRedirect(OpenEnvError):
@@ -57,6 +59,8 @@ class EnvironmentRedirect(OpenEnvError):
 
     code = "environment_redirect"
     default_hint = "use the final URL directly; redirects are never followed"
+    #: The 3xx status the environment answered with (set by the client).
+    http_status: int | None = None
 
 
 class EnvironmentTransport(OpenEnvError):

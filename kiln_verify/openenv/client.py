@@ -155,9 +155,11 @@ class OpenEnvClient:
                     status = response.status_code
                     if 300 <= status < 400:
                         location = self.redact(response.headers.get("location", ""))
-                        raise EnvironmentRedirect(
+                        redirect = EnvironmentRedirect(
                             f"{where} answered {status} redirecting to {snippet(location)}"
                         )
+                        redirect.http_status = status
+                        raise redirect
                     body = await self._read_capped(response, where)
         except TimeoutError:
             raise EnvironmentTimeout(
@@ -172,10 +174,12 @@ class OpenEnvClient:
             ) from None
         check_reflection(self._token, body, f"the response to {where}")
         if status != 200 and status not in allow:
-            raise EnvironmentHttpStatus(
+            refused = EnvironmentHttpStatus(
                 f"{where} answered HTTP {status}, expected 200",
                 hint=status_hint(self.url, path, status),
             )
+            refused.http_status = status
+            raise refused
         return status, body
 
     async def _read_capped(self, response: httpx.Response, where: str) -> bytes:
@@ -261,10 +265,12 @@ class OpenEnvClient:
             )
         except InvalidStatus as exc:
             status = exc.response.status_code
-            raise EnvironmentHttpStatus(
+            refused = EnvironmentHttpStatus(
                 f"the WebSocket upgrade to {self.url.websocket_url} answered HTTP {status}",
                 hint=status_hint(self.url, "/ws", status),
-            ) from None
+            )
+            refused.http_status = status
+            raise refused from None
         except TimeoutError:
             raise EnvironmentTimeout(
                 f"the WebSocket upgrade took longer than {self.connect_timeout:g} s"

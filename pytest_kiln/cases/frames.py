@@ -24,8 +24,10 @@ async def recv_object(ws: ClientConnection, what: str) -> dict[str, Any]:
     except TimeoutError:
         raise CheckFailed(f"no frame within {FRAME_TIMEOUT_S:g} s for {what}") from None
     except ConnectionClosed as exc:
-        raise CheckFailed(f"the server closed the connection instead of sending {what}"
-                          f" (close code {exc.rcvd.code if exc.rcvd else 'none'})") from None
+        raise CheckFailed(
+            f"the server closed the connection instead of sending {what}"
+            f" (close code {exc.rcvd.code if exc.rcvd else 'none'})"
+        ) from None
     if isinstance(message, bytes):
         raise CheckFailed(f"{what} was a binary frame; OpenEnv frames are text")
     try:

@@ -66,9 +66,8 @@ def test_codes_are_lowercase_unique_and_complete() -> None:
 
 
 def test_every_error_class_is_defined_in_the_errors_package() -> None:
-    families = {
-        f"{errors.__name__}.{name}" for name in ("base", "data", "openenv", "engines", "hf")
-    }
+    names = ("base", "control", "data", "openenv", "engines", "hf")
+    families = {f"{errors.__name__}.{name}" for name in names}
     for cls in ERROR_CLASSES.values():
         assert cls.__module__ in families
         assert getattr(errors, cls.__name__) is cls  # importable from kiln_verify.errors

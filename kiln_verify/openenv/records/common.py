@@ -114,6 +114,7 @@ def sort_keys(value: Any) -> Any:
 
 _first = operator.itemgetter(0)
 
+
 def _any_json(value: Any) -> Any:
     return value
 

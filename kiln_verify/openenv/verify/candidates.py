@@ -125,8 +125,7 @@ def _provenance_holds(
         and _same(prov.action_schema_sha256, ctx.action_schema_sha256)
         and _same(prov.reset_sha256, ctx.reset_sha256)
         and (
-            prov.discovery_sha256 is None
-            or _same(prov.discovery_sha256, identity.discovery_sha256)
+            prov.discovery_sha256 is None or _same(prov.discovery_sha256, identity.discovery_sha256)
         )
         and (not ctx.check_behavior_policy or _same(prov.behavior_policy, ctx.behavior_policy))
     )

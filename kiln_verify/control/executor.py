@@ -1,0 +1,202 @@
+"""Run one admitted run with the library's own collector, then publish and bind its bundle.
+
+Phases and the run's visible state: ``discovering`` (the collector inspects every
+environment), ``collecting`` (groups in plan order; progress counts groups and
+finished episodes), ``revalidating`` (the collector re-inspects every environment and
+requires identical identity), then publication, still ``revalidating`` until the
+manifest is bound and the run becomes ``rollout_ready``.
+
+Publication (§12, the seed's "A pathname is not publication"): the three files are
+published together into the run directory with the collector's own all-or-nothing
+publication, each published file is then re-read as a regular, non-symlink file with a
+bounded streaming hash, and dataset and replay are cross-checked against what the summary
+binds; only then is the artifacts manifest written into ``run.json``. A crash before that
+write leaves files no route serves. Publication runs in a worker thread and is never
+interrupted by a cancellation (a run asked to stop while publishing ends published).
+
+Any error ends the run ``failed`` with the record of :func:`kiln_verify.control.failures.
+classify` for the phase it happened in; a cancellation ends it ``cancelled``; a server
+shutdown records nothing, so the next start fails it with ``run_interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from kiln_verify.control import failures
+from kiln_verify.control.admission import check_run_request
+from kiln_verify.control.registry import CANCELLED_WHILE_ACTIVE, RunRegistry
+from kiln_verify.control.status import FailureStage, RunArtifact
+from kiln_verify.core.digest import hash_file
+from kiln_verify.errors import PublishFailed
+from kiln_verify.limits import (
+    MAX_OPENENV_DATASET_BYTES,
+    MAX_OPENENV_REPLAY_BYTES,
+    MAX_OPENENV_SUMMARY_BYTES,
+)
+from kiln_verify.openenv.collect import (
+    DEFAULT_DATASET,
+    DEFAULT_REPLAY,
+    DEFAULT_SUMMARY,
+    Collection,
+    ProgressEvent,
+    build_bundle,
+    collect,
+    publish_together,
+)
+from kiln_verify.openenv.policy.registry import build_policy
+from kiln_verify.openenv.records.common import EnvironmentIdentityRecord
+from kiln_verify.openenv.records.summary import RolloutStats
+
+__all__ = ["ARTIFACT_FILES", "Published", "artifact_url", "execute_run", "publish_collection"]
+
+ARTIFACT_FILES: dict[str, tuple[str, int]] = {
+    "dataset": (DEFAULT_DATASET, MAX_OPENENV_DATASET_BYTES),
+    "replay": (DEFAULT_REPLAY, MAX_OPENENV_REPLAY_BYTES),
+    "summary": (DEFAULT_SUMMARY, MAX_OPENENV_SUMMARY_BYTES),
+}
+"""Artifact kind -> file name in the run directory and its size cap."""
+
+PROGRESS_PERSIST_INTERVAL_MS = 500
+"""Progress counts are written to ``run.json`` at most this often (state changes always)."""
+
+
+def artifact_url(run_id: str, kind: str) -> str:
+    return f"/v1/openenv/runs/{run_id}/artifacts/{kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """What a publication bound: the manifest, the statistics and the identities."""
+
+    artifacts: list[RunArtifact]
+    stats: RolloutStats
+    environments: list[EnvironmentIdentityRecord]
+    rollouts: int
+
+
+def publish_collection(collection: Collection, run_dir: Path, run_id: str) -> Published:
+    """Build the bundle, publish it into ``run_dir`` and bind the manifest (blocking)."""
+    bundle = build_bundle(collection)
+    publish_together(
+        [
+            (run_dir / DEFAULT_DATASET, bundle.dataset),
+            (run_dir / DEFAULT_REPLAY, bundle.replay),
+            (run_dir / DEFAULT_SUMMARY, bundle.summary),
+        ]
+    )
+    record = bundle.record
+    bound = {
+        "dataset": (record.dataset_sha256, record.dataset_bytes),
+        "replay": (record.replay_sha256, record.replay_bytes),
+    }
+    artifacts: list[RunArtifact] = []
+    for kind, (name, cap) in ARTIFACT_FILES.items():
+        digest = hash_file(run_dir / name, max_bytes=cap)
+        if kind in bound and (str(digest.sha256), digest.size_bytes) != (
+            str(bound[kind][0]),
+            bound[kind][1],
+        ):
+            raise PublishFailed(
+                f"the published {kind} differs from what the summary binds", path=run_dir / name
+            )
+        artifacts.append(
+            RunArtifact(
+                kind=kind,  # type: ignore[arg-type]
+                url=artifact_url(run_id, kind),
+                sha256=str(digest.sha256),
+                bytes=digest.size_bytes,
+            )
+        )
+    return Published(
+        artifacts,
+        record.stats,
+        [inspection.identity for inspection in record.environments],
+        record.rollout_count,
+    )
+
+
+_STATES: dict[str, FailureStage] = {
+    "discovering": "discovery",
+    "collecting": "collection",
+    "revalidating": "identity_verification",
+}
+
+
+class _Progress:
+    """The collector's progress hook: state changes, counts, and the phase for failures."""
+
+    def __init__(self, registry: RunRegistry, run_id: str) -> None:
+        self.registry = registry
+        self.run_id = run_id
+        self.stage: FailureStage = "discovery"
+        self._last_persist = 0
+
+    def __call__(self, event: ProgressEvent) -> None:
+        registry, run_id = self.registry, self.run_id
+        current = registry.get(run_id)
+        progress = current.progress
+        if event.stage in _STATES:
+            self.stage = _STATES[event.stage]
+            if current.state != event.stage:
+                registry.update(run_id, state=event.stage)
+        else:
+            field = "groups_completed" if event.stage == "group" else "rollouts_completed"
+            now = registry.clock()
+            persist = now - self._last_persist >= PROGRESS_PERSIST_INTERVAL_MS
+            if persist:
+                self._last_persist = now
+            registry.update(
+                run_id,
+                persist=persist,
+                progress=progress.model_copy(update={field: event.completed}),
+            )
+
+
+async def execute_run(registry: RunRegistry, run_id: str) -> None:
+    """Collect, publish and bind one admitted run; always ends in a terminal state."""
+    hook = _Progress(registry, run_id)
+    handle = registry.active(run_id)
+    try:
+        status = registry.get(run_id)
+        # the configuration may have changed since admission (a restart): check again
+        controls = check_run_request(status.request, registry.config)
+        spec = registry.config.policies[status.request.adapter]
+        policy = build_policy(spec.policy, spec.options)
+        try:
+            collection = await collect(controls, policy, progress=hook)
+        finally:
+            await policy.aclose()
+        if handle is not None:
+            if handle.cancel_requested:
+                raise asyncio.CancelledError
+            handle.publishing = True
+        hook.stage = "artifact_publication"
+        run_dir = registry.store.run_dir(run_id)
+        published = await asyncio.shield(
+            asyncio.to_thread(publish_collection, collection, run_dir, run_id)
+        )
+        registry.metrics.published(published.stats, published.rollouts)
+        total = status.progress
+        registry.finish(
+            run_id,
+            "rollout_ready",
+            progress=total.model_copy(
+                update={
+                    "groups_completed": total.groups_total,
+                    "rollouts_completed": total.rollouts_total,
+                }
+            ),
+            rollout_stats=published.stats,
+            environments=published.environments,
+            artifacts=published.artifacts,
+        )
+    except asyncio.CancelledError:
+        if registry.shutting_down:
+            raise
+        registry.finish(run_id, "cancelled", error=CANCELLED_WHILE_ACTIVE)
+    except Exception as exc:
+        failure = failures.classify(exc, hook.stage, registry.clock())
+        registry.finish(run_id, "failed", failure=failure, error=failure.message)

@@ -1,0 +1,491 @@
+"""The run registry: tracked statuses, idempotency bindings and bounded FIFO admission.
+
+Everything here runs on the server's event loop and never awaits inside a change, so each
+method is atomic with respect to every other request: fifty identical ``POST``s arriving
+together see one binding created by the first and replay it forty-nine times. Every
+change is persisted before it is visible (:class:`~kiln_verify.control.store.RunStore`).
+
+Admission (§12, the seed's "Capacity acquisition"): at most ``max_active_runs`` runs
+execute; the rest wait in ``sequence`` order, cancellable, with a live 1-based
+``queue_position``; the queue holds no session and no policy. ``max_tracked_runs``
+bounds active + queued + retained together: creating a run first forgets expired
+terminal runs, then the oldest terminal ones; when every tracked run is live the request
+is refused (``openenv_run_capacity_full``). Forgotten runs keep their directories on disk.
+
+Restart (:meth:`RunRegistry.restore`): queued runs that never acquired a slot resume in
+their admission sequence; admitted runs that were not terminal fail with
+``run_interrupted`` (an environment session cannot be resumed); idempotency bindings of
+retained runs survive (when two retained runs share a key, the newest one keeps it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from kiln_verify.control import failures
+from kiln_verify.control.config import ServerConfig
+from kiln_verify.control.metrics import ControlMetrics, Gauges
+from kiln_verify.control.request import OpenEnvRunRequest
+from kiln_verify.control.status import (
+    RUN_SCHEMA,
+    OpenEnvRunStatus,
+    RunAdmission,
+    RunFailure,
+    RunProgress,
+)
+from kiln_verify.control.store import RunStore
+from kiln_verify.errors import (
+    ApiCapacityFull,
+    ApiIdempotencyConflict,
+    ApiRunCreateFailed,
+    ApiRunNotCancellable,
+    ApiRunNotFound,
+    KilnError,
+)
+from kiln_verify.limits import MAX_CANCEL_WAIT_S
+
+__all__ = ["ActiveRun", "Executor", "RunRegistry", "now_ms"]
+
+Executor = Callable[["RunRegistry", str], Coroutine[Any, Any, None]]
+"""Runs one admitted run to a terminal state (``kiln_verify.control.executor``)."""
+
+CANCELLED_WHILE_QUEUED = "cancelled while waiting for an execution slot"
+CANCELLED_WHILE_ACTIVE = "cancelled by request; the collection stopped and published nothing"
+
+
+log = logging.getLogger("kiln_verify.server")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class ActiveRun:
+    """An admitted run's task and what it is doing (publication is never interrupted)."""
+
+    task: asyncio.Task[None] | None = None
+    cancel_requested: bool = False
+    publishing: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class RunRegistry:
+    """The server's runs; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        store: RunStore,
+        executor: Executor,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.metrics = ControlMetrics(self.gauges)
+        self._executor = executor
+        self._runs: dict[str, OpenEnvRunStatus] = {}
+        self._keys: dict[str, str] = {}
+        self._queue: deque[str] = deque()
+        self._active: dict[str, ActiveRun] = {}
+        self._next_sequence = 1
+        self.shutting_down = False
+        self.restore_skipped: list[str] = []
+
+    # -- reading ------------------------------------------------------------------------
+
+    @property
+    def max_active(self) -> int:
+        return self.config.openenv.max_active_runs
+
+    def gauges(self) -> Gauges:
+        self._prune()
+        return Gauges(len(self._active), len(self._queue), len(self._runs))
+
+    def _project(self, status: OpenEnvRunStatus) -> OpenEnvRunStatus:
+        """The status with its live queue position (only while queued)."""
+        if status.state != "queued" or status.admission is None:
+            return status
+        try:
+            position = self._queue.index(status.run_id) + 1
+        except ValueError:
+            return status
+        if status.admission.queue_position == position:
+            return status
+        admission = status.admission.model_copy(update={"queue_position": position})
+        return status.model_copy(update={"admission": admission})
+
+    def get(self, run_id: str) -> OpenEnvRunStatus:
+        status = self._runs.get(run_id)
+        if status is None:
+            raise ApiRunNotFound(f"no retained run has id {run_id[:40]!r}")
+        return self._project(status)
+
+    def list(self) -> list[OpenEnvRunStatus]:
+        """Retained runs, newest first (ties in sequence order, newest first)."""
+        self._prune()
+        runs = sorted(
+            self._runs.values(),
+            key=lambda s: (s.submitted_unix_ms, s.admission.sequence if s.admission else 0),
+            reverse=True,
+        )
+        return [self._project(status) for status in runs]
+
+    def active(self, run_id: str) -> ActiveRun | None:
+        return self._active.get(run_id)
+
+    # -- creating -----------------------------------------------------------------------
+
+    def replay(self, request: OpenEnvRunRequest) -> OpenEnvRunStatus | None:
+        """The retained run bound to the request's key if it is the same request;
+        ``openenv_run_idempotency_conflict`` if the key is bound to a different one."""
+        key = request.idempotency_key
+        if key is None:
+            return None
+        self._prune()
+        run_id = self._keys.get(key)
+        if run_id is None:
+            return None
+        existing = self._runs[run_id]
+        if existing.request.to_json() != request.to_json():
+            raise ApiIdempotencyConflict(
+                "this idempotency_key is bound to a retained run with a different request"
+            )
+        self.metrics.run("idempotent_replay")
+        return self._project(existing)
+
+    def submit(self, request: OpenEnvRunRequest) -> tuple[OpenEnvRunStatus, bool]:
+        """``(status, created)``: an exact retry replays, anything else queues a new run."""
+        replayed = self.replay(request)
+        if replayed is not None:
+            return replayed, False
+        self._make_room()
+        now = self.clock()
+        run_id = str(uuid.uuid4())
+        status = OpenEnvRunStatus(
+            schema=RUN_SCHEMA,
+            run_id=run_id,
+            kind=request.kind,
+            state="queued",
+            request=request,
+            submitted_unix_ms=now,
+            admission=RunAdmission(
+                max_active_runs=self.max_active,
+                sequence=self._next_sequence,
+                queue_position=len(self._queue) + 1,
+            ),
+            progress=RunProgress(
+                groups_completed=0,
+                groups_total=request.groups,
+                rollouts_completed=0,
+                rollouts_total=request.groups * request.group_size,
+            ),
+        )
+        try:
+            self.store.create(status)
+        except (KilnError, OSError) as exc:
+            detail = exc.rule if isinstance(exc, KilnError) else exc.strerror
+            raise ApiRunCreateFailed(f"the run directory could not be written: {detail}") from None
+        self._next_sequence += 1
+        self._runs[run_id] = status
+        if request.idempotency_key is not None:
+            self._keys[request.idempotency_key] = run_id
+        self._queue.append(run_id)
+        self.metrics.run("started")
+        if request.credential_ids and any(request.credential_ids):
+            self.metrics.authenticated_operation("run")
+        # Admit after answering: the 202 waits for the run's own durable creation only,
+        # not for the admission write of whichever run the free slot goes to.
+        asyncio.get_running_loop().call_soon(self.pump)
+        return self._project(self._runs[run_id]), True
+
+    def _forget(self, run_id: str) -> None:
+        status = self._runs.pop(run_id)
+        key = status.request.idempotency_key
+        if key is not None and self._keys.get(key) == run_id:
+            del self._keys[key]
+
+    def _prune(self) -> None:
+        """Forget terminal runs older than the TTL (their directories stay on disk)."""
+        horizon = self.clock() - self.config.openenv.tracked_run_ttl_secs * 1000
+        for run_id in [
+            run_id
+            for run_id, status in self._runs.items()
+            if status.terminal and (status.finished_unix_ms or 0) < horizon
+        ]:
+            self._forget(run_id)
+
+    def _make_room(self) -> None:
+        self._prune()
+        limit = self.config.openenv.max_tracked_runs
+        while len(self._runs) >= limit:
+            terminal = [s for s in self._runs.values() if s.terminal]
+            if not terminal:
+                raise ApiCapacityFull(
+                    f"max_tracked_runs = {limit} runs are queued or running; none can be "
+                    "forgotten to make room"
+                )
+            oldest = min(terminal, key=lambda s: (s.submitted_unix_ms, s.run_id))
+            self._forget(oldest.run_id)
+
+    # -- changing -----------------------------------------------------------------------
+
+    def update(self, run_id: str, persist: bool = True, **changes: Any) -> OpenEnvRunStatus:
+        """Replace fields of a tracked run's status; persisted unless ``persist`` is false."""
+        status = self._runs[run_id].model_copy(update=changes)
+        if persist:
+            self.store.save(status)
+        self._runs[run_id] = status
+        return status
+
+    def persist(self, run_id: str) -> None:
+        self.store.save(self._runs[run_id])
+
+    def pump(self) -> None:
+        """Admit queued runs in sequence order while execution slots are free."""
+        while self._queue and len(self._active) < self.max_active and not self.shutting_down:
+            run_id = self._queue.popleft()
+            status = self._runs[run_id]
+            now = self.clock()
+            wait = max(0, now - status.submitted_unix_ms)
+            admission = status.admission or RunAdmission(max_active_runs=1, sequence=1)
+            admission = admission.model_copy(
+                update={"queue_position": None, "admitted_unix_ms": now, "queue_wait_ms": wait}
+            )
+            handle = ActiveRun()
+            self._active[run_id] = handle
+            try:
+                self.update(run_id, state="discovering", admission=admission)
+            except (KilnError, OSError) as exc:
+                del self._active[run_id]
+                self._fail_unstarted(run_id, exc)
+                continue
+            self.metrics.run("admitted")
+            self.metrics.queue_wait(wait)
+            handle.task = asyncio.get_running_loop().create_task(
+                self._executor(self, run_id), name=f"kiln-run-{run_id}"
+            )
+            handle.task.add_done_callback(functools.partial(self._settled, run_id, handle))
+
+    def _fail_unstarted(self, run_id: str, exc: BaseException) -> None:
+        failure = failures.classify(exc, "admission", self.clock())
+        self._runs[run_id] = self._runs[run_id].model_copy(
+            update={
+                "state": "failed",
+                "finished_unix_ms": failure.occurred_unix_ms,
+                "failure": failure,
+                "error": failure.message,
+            }
+        )
+        self.metrics.run("failed")
+        self.metrics.failure(failure.stage, failure.retryable)
+
+    def _settled(self, run_id: str, handle: ActiveRun, task: asyncio.Task[None]) -> None:
+        """The run's task ended: free its slot and admit the next queued run.
+
+        The executor always records a terminal state itself; this only has to when its
+        task was cancelled before its first step, or when recording failed (a full disk),
+        so a slot can never leak and a run never stays active without a task.
+        """
+        self._active.pop(run_id, None)
+        handle.done.set()
+        if self.shutting_down:
+            return
+        error = None if task.cancelled() else task.exception()
+        status = self._runs.get(run_id)
+        try:
+            if status is not None and not status.terminal:
+                if task.cancelled():
+                    self.finish(run_id, "cancelled", error=CANCELLED_WHILE_ACTIVE)
+                else:
+                    failure = failures.classify(
+                        error or RuntimeError("the run ended without an outcome"),
+                        "orchestration",
+                        self.clock(),
+                    )
+                    self.finish(run_id, "failed", failure=failure, error=failure.message)
+            elif error is not None:
+                log.error(
+                    "kiln-verify serve: run %s: %s",
+                    run_id,
+                    failures.bounded_message(f"{type(error).__name__}: {error}"),
+                )
+        except (KilnError, OSError) as exc:
+            log.error("kiln-verify serve: cannot record the end of run %s: %s", run_id, exc)
+        self.pump()
+
+    def finish(self, run_id: str, state: str, **changes: Any) -> OpenEnvRunStatus:
+        """Persist a terminal state and count it (``rollout_ready``/``failed``/``cancelled``)."""
+        failure: RunFailure | None = changes.get("failure")
+        changes.update(state=state, finished_unix_ms=self.clock())
+        try:
+            status = self.update(run_id, **changes)
+        except (KilnError, OSError) as exc:
+            # the outcome still holds in memory; run.json keeps the last state it could
+            # record, and a restart will fail that run as interrupted
+            log.error("kiln-verify serve: cannot persist the end of run %s: %s", run_id, exc)
+            status = self.update(run_id, persist=False, **changes)
+        self.metrics.run(state)
+        if failure is not None:
+            self.metrics.failure(failure.stage, failure.retryable)
+        return status
+
+    async def cancel(self, run_id: str) -> OpenEnvRunStatus:
+        """Cooperative cancellation: a queued run ends at once; an active one is asked to
+        stop and awaited for at most ``MAX_CANCEL_WAIT_S`` (a publication in progress is
+        allowed to finish, so the run may end ``rollout_ready`` instead)."""
+        status = self.get(run_id)
+        if status.terminal:
+            raise ApiRunNotCancellable(f"run {run_id} already ended in state {status.state}")
+        if run_id in self._queue:
+            self._queue.remove(run_id)
+            admission = (
+                status.admission.model_copy(update={"queue_position": None})
+                if (status.admission)
+                else None
+            )
+            self.finish(run_id, "cancelled", admission=admission, error=CANCELLED_WHILE_QUEUED)
+            return self.get(run_id)
+        handle = self._active.get(run_id)
+        if handle is None:  # admitted but not started; cannot happen between awaits
+            raise ApiRunNotCancellable(f"run {run_id} is not running")
+        handle.cancel_requested = True
+        if not handle.publishing and handle.task is not None:
+            handle.task.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(handle.done.wait()), MAX_CANCEL_WAIT_S)
+        return self.get(run_id)
+
+    async def shutdown(self) -> None:
+        """Stop admitting and stop active runs without recording an outcome: the next start
+        fails them with ``run_interrupted``, exactly as after a crash."""
+        self.shutting_down = True
+        tasks = [handle.task for handle in self._active.values() if handle.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- restart ------------------------------------------------------------------------
+
+    def restore(self) -> int:
+        """Load the state directory (see the module docstring); returns the resumed count."""
+        found = self.store.restore()
+        self.restore_skipped = found.skipped
+        now = self.clock()
+        statuses = found.statuses
+        if statuses:
+            self._next_sequence = 1 + max(
+                (s.admission.sequence for s in statuses if s.admission), default=0
+            )
+        kept: list[OpenEnvRunStatus] = []
+        for status in statuses:
+            if status.terminal or _restartable(status):
+                kept.append(_as_v5(status))
+                continue
+            failure = failures.explicit(
+                "run_interrupted",
+                "restoration",
+                True,
+                f"the server restarted while the run was {status.state}; an environment "
+                "session cannot be resumed",
+                failures.FALLBACK["restoration"][2],
+                now,
+            )
+            kept.append(self._fail_restored(status, failure, now))
+        horizon = now - self.config.openenv.tracked_run_ttl_secs * 1000
+        kept = [s for s in kept if not (s.terminal and (s.finished_unix_ms or 0) < horizon)]
+        kept.sort(key=_restore_order)
+        limit = self.config.openenv.max_tracked_runs
+        for index, status in enumerate(kept[limit:], start=limit):
+            if _restartable(status):
+                failure = failures.explicit(
+                    "run_admission_failed",
+                    "restoration",
+                    True,
+                    f"the server restarted with max_tracked_runs = {limit}, too few to keep "
+                    "this queued run",
+                    "raise [openenv] max_tracked_runs or let retained history expire, then "
+                    "submit a new run",
+                    now,
+                )
+                kept[index] = self._fail_restored(status, failure, now)
+        kept = kept[:limit]
+        resumed = 0
+        for status in sorted(kept, key=lambda s: s.submitted_unix_ms):
+            key = status.request.idempotency_key
+            if key is not None:
+                self._keys[key] = status.run_id  # the newest binding wins
+        for status in kept:
+            self._runs[status.run_id] = status
+            if _restartable(status):
+                self._queue.append(status.run_id)
+                resumed += 1
+                admission = status.admission.model_copy(  # type: ignore[union-attr]
+                    update={"max_active_runs": self.max_active, "queue_position": resumed}
+                )
+                self.update(status.run_id, admission=admission)
+                self.metrics.run("resumed")
+        return resumed
+
+    def _fail_restored(
+        self, status: OpenEnvRunStatus, failure: RunFailure, now: int
+    ) -> OpenEnvRunStatus:
+        admission = status.admission
+        if admission is not None:
+            admission = admission.model_copy(update={"queue_position": None})
+        failed = _as_v5(status).model_copy(
+            update={
+                "state": "failed",
+                "finished_unix_ms": now,
+                "admission": admission,
+                "failure": failure,
+                "error": failure.message,
+            }
+        )
+        self.store.save(failed)
+        self.metrics.failure(failure.stage, failure.retryable)
+        self.metrics.run("failed")
+        return failed
+
+
+def _restartable(status: OpenEnvRunStatus) -> bool:
+    """A pristine queued rollout run: it never acquired a slot, so nothing was started."""
+    admission = status.admission
+    return (
+        status.state == "queued"
+        and status.kind == "rollout"
+        and status.schema_ in ("kiln.openenv-run.v4", "kiln.openenv-run.v5")
+        and admission is not None
+        and admission.admitted_unix_ms is None
+        and admission.queue_wait_ms is None
+        and status.progress.groups_completed == 0
+        and status.progress.rollouts_completed == 0
+        and status.artifacts is None
+        and status.failure is None
+        and status.rollout_stats is None
+    )
+
+
+def _as_v5(status: OpenEnvRunStatus) -> OpenEnvRunStatus:
+    """A pristine queued v4 rollout becomes v5 once (rollouts carry no training contract)."""
+    if _restartable(status) and status.schema_ != RUN_SCHEMA:
+        return status.model_copy(update={"schema_": RUN_SCHEMA})
+    return status
+
+
+def _restore_order(status: OpenEnvRunStatus) -> tuple[int, int, int]:
+    """Restartable queued runs first in sequence order, then the rest newest first."""
+    if _restartable(status):
+        return (0, status.admission.sequence if status.admission else 0, 0)
+    return (1, -status.submitted_unix_ms, 0)

@@ -1,0 +1,253 @@
+"""Errors of the control plane: the server's typed API answers and the control client's.
+
+The server's codes (``openenv_*``) are the stable ``error.code`` of its JSON error bodies
+(kiln-openenv-contract §12); each class carries the HTTP status it is answered with. The
+client's codes (``control_*``, ``artifact_*``, ``run_*``) are what ``kiln-verify openenv
+runs|start|status|cancel|artifact`` report when a server, a file or an answer breaks a rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from kiln_verify.errors.base import KilnError
+
+# --- the server's API answers (kiln-openenv-contract §12) -------------------------------
+
+
+class ControlApiError(KilnError, abstract=True):
+    """A request the control-plane server refuses; ``http_status`` is the answer's status."""
+
+    http_status: ClassVar[int] = 400
+
+
+class ApiRequestInvalid(ControlApiError):
+    code = "openenv_invalid_request"
+    default_hint = "send one JSON object with the documented fields (docs/control-plane.md)"
+
+
+class ApiRequestTooLarge(ControlApiError):
+    code = "openenv_request_too_large"
+    http_status = 413
+    default_hint = "control-plane request bodies are at most MAX_CONTROL_REQUEST_BYTES (1 MiB)"
+
+
+class ApiUrlInvalid(ControlApiError):
+    code = "openenv_invalid_url"
+    default_hint = "use an absolute http(s) OpenEnv base URL without userinfo, query or fragment"
+
+
+class ApiRemoteForbidden(ControlApiError):
+    code = "openenv_remote_environment_forbidden"
+    http_status = 403
+    default_hint = (
+        "use a loopback OpenEnv server, or set [openenv] allow_remote_environments = true in "
+        "the server configuration"
+    )
+
+
+class ApiCredentialInvalid(ControlApiError):
+    code = "openenv_invalid_credential"
+    default_hint = (
+        "configure [openenv.credentials.<id>] with the environment's exact origin and give "
+        "one credential_ids entry (a handle or null) per environment URL"
+    )
+
+
+class ApiIdempotencyKeyInvalid(ControlApiError):
+    code = "openenv_invalid_idempotency_key"
+    default_hint = (
+        "use 1..128 ASCII letters, digits, '.', '_', ':' or '-'; never put a secret in it, "
+        "the key is stored in run.json and shown in status"
+    )
+
+
+class ApiIdempotencyConflict(ControlApiError):
+    code = "openenv_run_idempotency_conflict"
+    http_status = 409
+    default_hint = "reuse a key only for the identical request; choose a new key for different work"
+
+
+class ApiAdapterUnknown(ControlApiError):
+    code = "openenv_adapter_unknown"
+    default_hint = "use adapter 'base' or one configured in a [policies.<adapter>] table"
+
+
+class ApiRunKindUnsupported(ControlApiError):
+    code = "openenv_run_kind_unsupported"
+    http_status = 501
+    default_hint = (
+        "this server runs kind=rollout only; submit the training hand-off to a Kiln server"
+    )
+
+
+class ApiCapacityFull(ControlApiError):
+    code = "openenv_run_capacity_full"
+    http_status = 503
+    default_hint = "cancel an unneeded queued run or wait for retained history to expire"
+
+
+class ApiRunCreateFailed(ControlApiError):
+    code = "openenv_run_create_failed"
+    http_status = 500
+    default_hint = "check that the server's state directory is writable and has free space"
+
+
+class ApiDisabled(ControlApiError):
+    code = "openenv_disabled"
+    http_status = 404
+    default_hint = "set [openenv] enabled = true in the server configuration and restart it"
+
+
+class ApiRunNotFound(ControlApiError):
+    code = "openenv_run_not_found"
+    http_status = 404
+    default_hint = "list retained runs with GET /v1/openenv/runs (kiln-verify openenv runs)"
+
+
+class ApiRunNotCancellable(ControlApiError):
+    code = "openenv_run_not_cancellable"
+    http_status = 409
+    default_hint = "only queued or running runs can be cancelled"
+
+
+class ApiArtifactNotFound(ControlApiError):
+    code = "openenv_artifact_not_found"
+    http_status = 404
+    default_hint = (
+        "request only a kind listed in the run's artifacts; none exist before publication"
+    )
+
+
+class ApiArtifactIntegrityFailed(ControlApiError):
+    code = "openenv_artifact_integrity_failed"
+    http_status = 409
+    default_hint = (
+        "restore the original bundle files or collect again; never edit retained artifacts"
+    )
+
+
+class ApiTaskSelectionInvalid(ControlApiError):
+    code = "openenv_invalid_task_selection"
+    default_hint = "name one advertised environment and split, and ask for a bounded page"
+
+
+class ApiInspectionFailed(ControlApiError):
+    code = "openenv_inspection_failed"
+    http_status = 502
+    default_hint = "check that the environment is running, reachable and serves discovery"
+
+
+class ApiTaskCatalogFailed(ControlApiError):
+    code = "openenv_task_catalog_failed"
+    http_status = 502
+    default_hint = "check the environment's Task API (a server without one answers 501)"
+
+
+class ApiRouteNotFound(ControlApiError):
+    code = "openenv_route_not_found"
+    http_status = 404
+    default_hint = "see docs/control-plane.md for the routes"
+
+
+class ApiMethodNotAllowed(ControlApiError):
+    code = "openenv_method_not_allowed"
+    http_status = 405
+    default_hint = "see docs/control-plane.md for each route's methods"
+
+
+class ApiInternalError(ControlApiError):
+    code = "openenv_internal_error"
+    http_status = 500
+    default_hint = "see the server's log output"
+
+
+# --- the control client ---------------------------------------------------------------
+
+
+class ControlClientError(KilnError, abstract=True):
+    """Talking to a control-plane server failed, or its answer broke the contract."""
+
+
+class ControlUrlInvalid(ControlClientError):
+    code = "control_url_invalid"
+    exit_code = 2
+    default_hint = "give --url as http(s)://host:port without userinfo, query or fragment"
+
+
+class ControlTransport(ControlClientError):
+    code = "control_transport"
+    default_hint = "check that `kiln-verify serve` (or Kiln) is running at --url"
+
+
+class ControlRedirect(ControlClientError):
+    code = "control_redirect"
+    default_hint = "use the server's final URL; the control client never follows redirects"
+
+
+class ControlHttpStatus(ControlClientError):
+    """The server answered with an error; ``server_code`` is its ``error.code`` if any."""
+
+    code = "control_http_status"
+    default_hint = "see the server's error code and hint above"
+    http_status: int | None = None
+    server_code: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.http_status is not None:
+            out["http_status"] = self.http_status
+        if self.server_code is not None:
+            out["server_code"] = self.server_code
+        return out
+
+
+class ControlResponseInvalid(ControlClientError):
+    code = "control_response_invalid"
+    default_hint = (
+        "the server does not implement the control-plane contract (docs/control-plane.md)"
+    )
+
+
+class RunRequestFileInvalid(ControlClientError):
+    code = "run_request_file_invalid"
+    exit_code = 2
+    default_hint = "give --request a regular (non-symlink) file holding one JSON object <= 1 MiB"
+
+
+class IdempotencyKeyDisagrees(ControlClientError):
+    code = "idempotency_key_disagrees"
+    exit_code = 2
+    default_hint = "drop --idempotency-key or make it equal to the file's idempotency_key"
+
+
+class ArtifactManifestInvalid(ControlClientError):
+    code = "artifact_manifest_invalid"
+    default_hint = "download only a kind the run's status lists, from its own relative URL"
+
+
+class ArtifactHeadersInvalid(ControlClientError):
+    code = "artifact_headers_invalid"
+    default_hint = (
+        "the server must send Content-Length and a strong ETag equal to the manifest, "
+        "Cache-Control: private, no-store and X-Content-Type-Options: nosniff"
+    )
+
+
+class ArtifactBodyInvalid(ControlClientError):
+    code = "artifact_body_invalid"
+    default_hint = "the bytes served differ from the run's manifest; nothing was written"
+
+
+class RunEndedUnsuccessfully(ControlClientError):
+    """``--follow`` saw the run end ``failed`` or ``cancelled``; ``failure`` is its record."""
+
+    code = "run_unsuccessful"
+    default_hint = "see the failure's code, stage and hint; retryable means: submit a new run"
+    failure: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.failure is not None:
+            out["failure"] = self.failure
+        return out

@@ -1,0 +1,128 @@
+"""The control-plane case inventory: stable ids, levels and the contract clause of each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pytest_kiln.cases.model import Level
+from pytest_kiln.control import checks
+from pytest_kiln.control.context import ControlContext
+
+__all__ = ["CONTROL_CASES", "ControlCase"]
+
+CONTRACT = "kiln-openenv-contract.md"
+
+
+@dataclass(frozen=True, slots=True)
+class ControlCase:
+    """One case: ``id`` is stable and never reused for another requirement."""
+
+    id: str
+    level: Level
+    clause: str
+    requirement: str
+    check: Callable[[ControlContext], str | None] = field(repr=False)
+
+
+def _clause(section: str) -> str:
+    return f"{CONTRACT} §{section}"
+
+
+CONTROL_CASES: tuple[ControlCase, ...] = (
+    ControlCase(
+        "runs.list",
+        Level.MUST,
+        _clause("12"),
+        "GET /v1/openenv/runs is kiln.openenv-run-list.v5, newest first",
+        checks.check_list,
+    ),
+    ControlCase(
+        "runs.create",
+        Level.MUST,
+        _clause("12"),
+        "a new request answers 202 with a v5 status, a UUID run id, the normalized "
+        "request and its admission sequence",
+        checks.check_create,
+    ),
+    ControlCase(
+        "idempotency.replay",
+        Level.MUST,
+        _clause("12"),
+        "an exact retry (also spelled with aliases and explicit defaults) answers 200 "
+        "with the original run",
+        checks.check_replay,
+    ),
+    ControlCase(
+        "idempotency.conflict",
+        Level.MUST,
+        _clause("12"),
+        "the same key with a changed field answers 409 openenv_run_idempotency_conflict",
+        checks.check_conflict,
+    ),
+    ControlCase(
+        "idempotency.concurrent",
+        Level.MUST,
+        _clause("12"),
+        f"{checks.CONCURRENT_POSTS} concurrent identical POSTs create exactly one run",
+        checks.check_concurrent_create,
+    ),
+    ControlCase(
+        "idempotency.no-key",
+        Level.MUST,
+        _clause("12"),
+        "a request without a key always creates a new run",
+        checks.check_no_key,
+    ),
+    ControlCase(
+        "idempotency.key-alphabet",
+        Level.MUST,
+        _clause("12"),
+        "keys are 1..128 of [A-Za-z0-9._:-]; others answer 400 openenv_invalid_idempotency_key",
+        checks.check_key_alphabet,
+    ),
+    ControlCase(
+        "artifacts.headers",
+        Level.MUST,
+        _clause("12"),
+        "each manifest artifact is served with Content-Length, a strong quoted-digest "
+        "ETag, private/no-store, nosniff and its exact bytes",
+        checks.check_artifact_headers,
+    ),
+    ControlCase(
+        "artifacts.unknown-kind",
+        Level.MUST,
+        _clause("12"),
+        "a kind missing from the manifest answers 404 openenv_artifact_not_found",
+        checks.check_unknown_kind,
+    ),
+    ControlCase(
+        "runs.cancel",
+        Level.MUST,
+        _clause("12"),
+        "DELETE cancels a live run; a terminal one answers 409, an unknown one 404",
+        checks.check_cancel,
+    ),
+    ControlCase(
+        "failure.record",
+        Level.MUST,
+        _clause("10"),
+        "a failed run carries a closed kiln.openenv-run-failure.v1 record with code, "
+        "stage and retryable by the §10.2 rules",
+        checks.check_failure_record,
+    ),
+    ControlCase(
+        "metrics.label-hygiene",
+        Level.MUST,
+        _clause("13"),
+        "/metrics exposes the fixed families and no run id, key, URL or name",
+        checks.check_metric_hygiene,
+    ),
+    ControlCase(
+        "errors.typed-bodies",
+        Level.SHOULD,
+        _clause("12"),
+        '404, 400 and 413 answers carry {"error": {code, message, hint}}',
+        checks.check_error_bodies,
+    ),
+)

@@ -1,0 +1,49 @@
+"""Fixtures of the control-plane tests: oracle environments and a control plane per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kiln_verify.server.runner import ServerHandle
+from oracle.runner import ServerConfig, start_server, start_servers
+from oracle.runner import ServerHandle as OracleHandle
+from tests.control.support import ServeProcess, control_server
+
+
+@pytest.fixture(scope="session")
+def bandit() -> Iterator[OracleHandle]:
+    handle = start_server("bandit")
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="session")
+def slow_bandit() -> Iterator[OracleHandle]:
+    """Each step answered 0.1 s late: runs that stay active long enough to be observed."""
+    (handle,) = start_servers([ServerConfig("bandit", faults=("delay-step=0.1",))])
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerHandle]:
+    with control_server(tmp_path / "state") as handle:
+        yield handle
+
+
+@pytest.fixture
+def http(server: ServerHandle) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, trust_env=False, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def serve_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One real `kiln-verify serve` process shared by the tests that need a process."""
+    process = ServeProcess(tmp_path_factory.mktemp("serve") / "state")
+    yield process
+    assert process.stop() == 0  # SIGTERM is a clean stop

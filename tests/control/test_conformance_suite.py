@@ -1,0 +1,80 @@
+"""`pytest -p kiln --kiln-control-url URL --pyargs pytest_kiln.control` end to end.
+
+Against `kiln-verify serve` every case passes and the report (same format as the OpenEnv
+suite's) says so; behind a proxy that weakens the ETag, the artifact case fails.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_kiln.control.inventory import CONTROL_CASES
+from pytest_kiln.report import REPORT_FORMAT
+from tests.control.support import ServeProcess
+from tests.control.tamper import tamper_proxy
+
+pytest_plugins = ["pytester"]
+
+
+def test_inventory_ids_are_stable() -> None:
+    ids = [case.id for case in CONTROL_CASES]
+    assert len(ids) == len(set(ids)) == 13
+    for case in CONTROL_CASES:
+        assert case.id == case.id.lower()
+        assert case.id.count(".") == 1
+        assert case.clause.startswith("kiln-openenv-contract.md §")
+
+
+def test_the_suite_passes_against_kiln_verify_serve(
+    pytester: pytest.Pytester, serve_process: ServeProcess
+) -> None:
+    report = pytester.path / "control-report.json"
+    result = pytester.runpytest_inprocess(
+        "-p",
+        "kiln",
+        "-p",
+        "no:cacheprovider",
+        "--kiln-control-url",
+        serve_process.url,
+        "--kiln-report",
+        str(report),
+        "--pyargs",
+        "pytest_kiln.control",
+    )
+    result.assert_outcomes(passed=len(CONTROL_CASES))
+    result.stdout.fnmatch_lines(
+        [f"kiln conformance: {len(CONTROL_CASES)} OK, 0 NON-STRICT, 0 FAILED"]
+    )
+    document = json.loads(report.read_bytes())
+    assert document["format"] == REPORT_FORMAT
+    assert document["conforming"] is True
+    assert {item["case"] for item in document["results"]} == {c.id for c in CONTROL_CASES}
+    assert {item["endpoint"] for item in document["results"]} == {"control-plane"}
+
+
+def test_a_weak_etag_fails_the_artifact_case(
+    pytester: pytest.Pytester, serve_process: ServeProcess
+) -> None:
+    with tamper_proxy(serve_process.url) as proxy:
+        proxy.mode = "weak-etag"
+        result = pytester.runpytest_inprocess(
+            "-p",
+            "kiln",
+            "-p",
+            "no:cacheprovider",
+            "--kiln-control-url",
+            proxy.url,
+            "--pyargs",
+            "pytest_kiln.control",
+            "-k",
+            "artifacts",
+        )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*artifacts.headers*ETag*W/*strong quoted digest*"])
+
+
+def test_without_a_url_the_suite_skips(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("-p", "kiln", "--pyargs", "pytest_kiln.control")
+    result.assert_outcomes(skipped=len(CONTROL_CASES))
