@@ -90,25 +90,6 @@ def test_v2_relabel_still_verifies(maker: str, tmp_path: Path) -> None:
     verify_bundle(bundle.summary)
 
 
-def test_recorded_paths_fall_back_to_summary_siblings(
-    synthetic: Bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)  # the recorded relative names do not exist here
-    _edit_summary(
-        synthetic,
-        {
-            "output_path": "/gone/openenv.rollouts.jsonl",
-            "replay_output_path": "x/openenv.replay.json",
-        },
-    )
-    with pytest.raises(PathMissing):  # an absolute recorded path is used as is
-        verify_bundle(synthetic.summary)
-    _edit_summary(synthetic, {"output_path": "elsewhere/openenv.rollouts.jsonl"})
-    report = verify_bundle(synthetic.summary)
-    assert report.dataset_path == os.fspath(synthetic.dataset)
-    assert report.replay_path == os.fspath(synthetic.replay)
-
-
 def test_explicit_overrides_win(synthetic: Bundle, tmp_path: Path) -> None:
     moved = tmp_path / "moved"
     moved.mkdir()

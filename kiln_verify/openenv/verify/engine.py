@@ -236,7 +236,7 @@ def verify_bundle(
     ``summary_version_*``, ``record_schema_unsupported``); unreadable files the path codes.
     """
     summary_file = Path(summary_path)
-    summary_shown = os.fspath(summary_file)
+    summary_shown = os.fspath(summary_file.absolute())
     scan = scan_summary(summary_file)
     summary = scan.summary
     dataset_file = resolve_bundle_path(dataset_path, summary.output_path, summary_file)

@@ -1,8 +1,14 @@
 """Locating and reading the three bundle files (kiln-openenv-contract §6.1-§6.4).
 
-* :func:`resolve_bundle_path` applies §6.2: an explicit override wins; else the recorded
-  path if it is absolute or exists; else a sibling of the summary with the recorded file
-  name; else the recorded path (which then fails to open with a typed path error).
+* :func:`resolve_bundle_path` finds a recorded file inside the summary's own directory
+  (docs/contract.md, "Where the bundle files are read"): an explicit override wins (relative
+  to the current directory, as the user typed it); else the recorded relative name beneath
+  the summary's directory; else the summary's sibling with the recorded file name. A
+  recorded name never reaches outside that directory (no absolute path, no ``..``, no
+  symlinked parent), so a summary cannot make the verifier open, or size, another file.
+  This departs from the reference (§6.2), which tries the recorded path against the
+  current directory first: there a decoy bundle in the working directory shadows the real
+  one.
 * :func:`read_bounded` reads a capped file whole, refusing symlinks and non-regular files
   and checking the cap from metadata and again while reading (the verifier itself now
   streams every file, see :mod:`kiln_verify.openenv.verify.streams`).
@@ -21,7 +27,7 @@ from typing import IO
 
 from kiln_verify.core.digest import Sha256Digest
 from kiln_verify.core.paths import open_regular
-from kiln_verify.errors import FileAccessError, LimitExceeded
+from kiln_verify.errors import FileAccessError, LimitExceeded, PathMissing, PathSymlink, snippet
 from kiln_verify.limits import HASH_CHUNK_BYTES
 
 __all__ = ["HashingReader", "open_hashed", "read_bounded", "resolve_bundle_path"]
@@ -30,16 +36,51 @@ __all__ = ["HashingReader", "open_hashed", "read_bounded", "resolve_bundle_path"
 def resolve_bundle_path(
     override: str | os.PathLike[str] | None, recorded: str, summary_path: Path
 ) -> Path:
-    """The file to read for a recorded bundle path (§6.2)."""
+    """The absolute path of the file to read for a recorded bundle path (see the module text).
+
+    Raises ``path_missing`` when no candidate exists inside the summary's directory and
+    ``path_symlink`` when a parent between that directory and the file is a symbolic link.
+    """
     if override is not None:
-        return Path(override)
-    path = Path(recorded)
-    if path.is_absolute() or os.path.lexists(path):
-        return path
-    sibling = summary_path.parent / path.name
-    if path.name and os.path.lexists(sibling):
-        return sibling
-    return path
+        return Path(override).absolute()
+    directory = summary_path.absolute().parent
+    candidates = _confined_names(recorded)
+    for parts in candidates:
+        if os.path.lexists(directory.joinpath(*parts)):
+            _refuse_linked_parents(directory, parts)
+            return directory.joinpath(*parts)
+    looked = ", ".join(repr("/".join(parts)) for parts in candidates) or "nothing"
+    raise PathMissing(
+        f"the summary records {snippet(recorded)}; looked for {looked} in the summary's "
+        "directory, the only place a recorded name is read from",
+        path=os.fspath(directory.joinpath(*candidates[0]) if candidates else directory),
+        hint="keep the three bundle files beside the summary, or name a file elsewhere with "
+        "--dataset / --replay",
+    )
+
+
+def _confined_names(recorded: str) -> list[tuple[str, ...]]:
+    """Relative component tuples to try beneath the summary's directory, in order."""
+    names: list[tuple[str, ...]] = []
+    parts = tuple(part for part in recorded.split("/") if part not in ("", "."))
+    if parts and not recorded.startswith("/") and ".." not in parts and "\\" not in recorded:
+        names.append(parts)
+    leaf = recorded.rsplit("/", 1)[-1]
+    if leaf not in ("", ".", "..") and "\\" not in leaf and (leaf,) not in names:
+        names.append((leaf,))
+    return names
+
+
+def _refuse_linked_parents(directory: Path, parts: tuple[str, ...]) -> None:
+    """A recorded ``a/b/file`` must not leave the directory through a linked ``a`` or ``b``."""
+    here = directory
+    for part in parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            raise PathSymlink(
+                "a recorded bundle path must not pass through a symbolic link",
+                path=os.fspath(here),
+            )
 
 
 def read_bounded(path: Path, *, max_bytes: int, limit: str) -> bytes:
