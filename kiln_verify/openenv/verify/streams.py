@@ -209,6 +209,12 @@ class ReplayStream:
         return manifest, None
 
     def _late_header(self, seen: dict[str, Any]) -> dict[str, Any]:
+        """Header members that follow the groups, from a second read of the whole file.
+
+        The second read is hashed too and must match the summary's digest, so the header
+        comes from the very bytes the first pass's digest covers, even if the file was
+        swapped between the two opens.
+        """
         values = dict(seen)
         with open_hashed(
             self.path, max_bytes=MAX_OPENENV_REPLAY_BYTES, limit="MAX_OPENENV_REPLAY_BYTES"
@@ -218,6 +224,13 @@ class ReplayStream:
             ):
                 if not member.element:
                     values[member.key] = member.value
+            reader.drain()
+            if reader.size != self._expected_bytes or str(reader.sha256) != self._expected_sha:
+                raise BundleReplayDigestMismatch(
+                    "the replay changed while it was read (its header follows its groups and "
+                    "the second read differs from the summary's replay_sha256) (§6.3)",
+                    path=self.shown,
+                )
         return values
 
     def next_group(self) -> ReplayGroup | None:
