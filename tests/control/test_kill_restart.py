@@ -25,6 +25,7 @@ import itertools
 import multiprocessing
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,8 @@ def spawner() -> multiprocessing.context.BaseContext:
 class Child:
     def __init__(self, context: Any, state_dir: Path) -> None:
         receive, send = context.Pipe(duplex=False)
-        self.process = context.Process(target=serve_child, args=(str(state_dir), send))
+        # daemonic: a test that fails half-way must not leave interpreter exit joining it
+        self.process = context.Process(target=serve_child, args=(str(state_dir), send), daemon=True)
         self.process.start()
         send.close()
         if not receive.poll(60):
@@ -75,6 +77,16 @@ class Child:
         self.process.kill()  # SIGKILL: no handler, no flush, no shutdown
         self.process.join(30)
         assert self.process.exitcode == -9
+
+
+@pytest.fixture
+def children() -> Iterator[list[Child]]:
+    """Every child a test started; the ones still alive are killed however the test ends."""
+    started: list[Child] = []
+    yield started
+    for child in started:
+        if child.process.is_alive():
+            child.kill()
 
 
 def _wait_published(child: Child, run_id: str) -> None:
@@ -122,7 +134,7 @@ def _check_restart(
 
 
 def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
-    spawner: Any, bandit: OracleHandle, tmp_path: Path
+    spawner: Any, bandit: OracleHandle, tmp_path: Path, children: list[Child]
 ) -> None:
     rng = random.Random(SEED)
     state_dir = tmp_path / "state"
@@ -132,6 +144,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
     previous_keys: list[str] = []
     interrupted = 0
     child = Child(spawner, state_dir)
+    children.append(child)
     for trial in range(TRIALS):
         for key in previous_keys:  # retries of the previous trial, after its kill
             answer = child.http.post(
@@ -156,6 +169,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
             time.sleep(rng.uniform(0.0, MAX_KILL_DELAY_S))  # 0: right after the 202
         child.kill()
         child = Child(spawner, state_dir)
+        children.append(child)
         runs = _check_restart(child, runs_root, acknowledged, verified)
         interrupted = sum(
             1
