@@ -19,7 +19,9 @@ import pytest
 from benchmarks._common import PEER_START_TIMEOUT_S, start_server_process
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "tests" / "interop" / "behaviour_peers.py"
+#: Run as a module from the repository root: the script imports `tests.interop`, which is
+#: not installed, and a script's own directory (not the root) heads `sys.path`.
+MODULE = "tests.interop.behaviour_peers"
 #: peer name -> `max_concurrent_envs` (`slow-single` ignores it: openenv's default of 1).
 LINE_UP: dict[str, int] = {
     "slow-single": 1,
@@ -33,7 +35,7 @@ LINE_UP: dict[str, int] = {
 @pytest.fixture(scope="session")
 def behaviour_urls() -> Iterator[dict[str, str]]:
     """The behaviour peers' base URLs, keyed as in `LINE_UP`."""
-    argv = [sys.executable, str(SCRIPT), "--exit-on-stdin-eof",
+    argv = [sys.executable, "-m", MODULE, "--exit-on-stdin-eof",
             *(f"{name}:{limit}" for name, limit in LINE_UP.items())]
     server = start_server_process(argv, label="openenv-behaviours", expected_urls=len(LINE_UP),
                                   timeout_s=PEER_START_TIMEOUT_S * 2, keep_stdin_open=True)

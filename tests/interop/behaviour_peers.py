@@ -19,7 +19,7 @@ seen on real OpenEnv deployments, so the conformance suite's verdicts on it can 
 
 Served like `openenv_peers.py` (whose registry it extends), all in one process:
 
-    python tests/interop/behaviour_peers.py --exit-on-stdin-eof slow-single hidden-state:4
+    python -m tests.interop.behaviour_peers --exit-on-stdin-eof slow-single hidden-state:4
 """
 
 from __future__ import annotations
