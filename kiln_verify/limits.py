@@ -19,6 +19,15 @@ GiB: Final = 1024 * MiB
 MAX_ERROR_SNIPPET_CHARS: Final = 80
 """Characters of peer-supplied text an error message may quote (keys, names, values)."""
 
+MAX_DRIFT_CONTEXT_CHARS: Final = 24
+"""Characters a replay drift shows *before* the first differing character of two strings
+(the rest of the ``MAX_ERROR_SNIPPET_CHARS`` window follows it), so two long texts that
+differ deep inside are shown where they differ, not as two identical prefixes."""
+
+MAX_REPLAY_DRIFT_LOCATIONS: Final = 16
+"""Drifted candidates a ``replay_drift`` error lists one by one (in replay order); every
+further one is still counted in its totals. Keeps the error bounded on a large bundle."""
+
 # --- command-line progress (kiln_verify.cli) --------------------------------------------
 
 PROGRESS_LINE_INTERVAL_S: Final = 5.0

@@ -7,10 +7,12 @@
 2. ``kiln_verify/`` imports this project's ``oracle`` package only where a user asks for it:
    - ``cli/oracle_cmd.py`` is the ``kiln-verify oracle`` front end (list/serve), whose whole
      job is to run the oracle;
-   - ``cli/collection_options.py`` starts an embedded oracle server as the default
+   - ``cli/embedded_oracle.py`` starts embedded oracle servers in-process: the default
      environment of ``openenv rollout`` and ``openenv evaluate`` when no ``--environment`` is
-     given, and imports it lazily inside a function so that collection never depends on the
-     oracle.
+     given (through ``cli/collection_options.py``, which no longer imports the oracle
+     itself), and the servers ``openenv replay --oracle [NAME]`` replays against (matched to
+     the bundle's captured identities). It imports the oracle lazily inside functions, so
+     neither collection nor replay depends on the oracle unless a user asks for it.
    The client, collector, verifier, replay and evaluation packages never import it.
 """
 
@@ -27,7 +29,7 @@ FORBIDDEN = re.compile(r"miniopenenv|KILN_OPENENV_INTEROP_|OPENENV_INTEROP_ROOT"
 #: module (relative to kiln_verify/) -> whether its oracle imports must be lazy (in a function)
 ORACLE_IMPORTS_ALLOWED: dict[str, bool] = {
     "cli/oracle_cmd.py": False,
-    "cli/collection_options.py": True,
+    "cli/embedded_oracle.py": True,
 }
 
 
@@ -103,7 +105,7 @@ def test_only_the_oracle_front_ends_import_the_oracle_package() -> None:
 def test_the_allowed_oracle_importers_exist() -> None:
     # Keeps the allow-list honest: a renamed or removed front end must be removed here too.
     assert (PACKAGE / "cli" / "oracle_cmd.py").is_file()
-    assert (PACKAGE / "cli" / "collection_options.py").is_file()
+    assert (PACKAGE / "cli" / "embedded_oracle.py").is_file()
 
 
 def test_the_scan_catches_a_mention() -> None:

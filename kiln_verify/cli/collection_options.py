@@ -7,8 +7,9 @@ source flags (``--environment``, ``--credential-env``, the reset-options files,
 ``--oracle``), one flag per tunable field of :class:`CollectionControls` (its help text
 and metavar come from the field, its default from the field or the command's
 ``defaults``) and then the command's own parameters. :meth:`CollectionFlags.controls` is
-the one mapping from the parsed flags to validated controls; :class:`EmbeddedOracle`
-serves the embedded oracle in-process when no ``--environment`` is given.
+the one mapping from the parsed flags to validated controls;
+:class:`~kiln_verify.cli.embedded_oracle.EmbeddedOracle` serves the embedded oracle
+in-process when no ``--environment`` is given.
 
 Engine errors name fields (`` `group_size` ``); :func:`kiln_verify.cli.output.fail` shows
 them as the flags a user types (``--group-size``).
@@ -20,12 +21,12 @@ import dataclasses
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import typer
 
+from kiln_verify.cli.embedded_oracle import DEFAULT_ORACLE, EmbeddedOracle
 from kiln_verify.cli.output import flag_name
 from kiln_verify.errors import UsageError
 from kiln_verify.openenv.collect import CollectionControls, load_reset_options
@@ -42,8 +43,6 @@ __all__ = [
 
 #: Stands in for the embedded oracle's URL until it is started (after validation).
 PLACEHOLDER_URL = "http://127.0.0.1:1"
-#: The embedded oracle served when neither ``--environment`` nor ``--oracle`` is given.
-DEFAULT_ORACLE = "bandit"
 
 Force = Annotated[bool, typer.Option("--force", help="Replace existing output files.")]
 
@@ -191,34 +190,3 @@ def reset_templates(shared: str | None, per_environment: list[str]) -> list[dict
     if per_environment:
         return [load_reset_options(path) for path in per_environment]
     return None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class EmbeddedOracle:
-    """The embedded-oracle default: ``name`` is ``None`` when ``--environment`` was given."""
-
-    name: str | None
-
-    @classmethod
-    def from_flags(cls, environment: list[str] | None, oracle: str | None) -> EmbeddedOracle:
-        """Check ``--oracle`` against ``--environment`` (usage error when both are given)."""
-        if oracle is not None and environment:
-            raise UsageError("--oracle only applies when no --environment is given")
-        return cls(None if environment else oracle or DEFAULT_ORACLE)
-
-    @contextmanager
-    def serve(self, controls: CollectionControls) -> Iterator[CollectionControls]:
-        """``controls`` as given, or aimed at the oracle served in-process until exit."""
-        if self.name is None:
-            yield controls
-            return
-        from oracle.runner import ServerConfig, start_server
-
-        try:
-            handle = start_server(ServerConfig(self.name))
-        except (KeyError, ValueError) as exc:
-            raise UsageError(f"cannot start the embedded oracle: {exc}") from None
-        try:
-            yield dataclasses.replace(controls, environments=(handle.base_url,))
-        finally:
-            handle.stop()

@@ -3,30 +3,96 @@
 Offline verification first, then rediscovery of every captured environment and a
 re-run of every recorded exchange. Exit 0 with the ``kiln.openenv-replay-run.v1``
 report; exit 1 with a typed error (``replay_drift`` names environment, group,
-candidate, step and field; transport and timeout errors keep the client's codes);
-exit 2 for usage errors (a wrong number of ``--credential-env`` slots, say). ``--json``
-prints the report, or ``{"error": {...}}`` with the drift, on stdout.
+candidate, step and field of the first drift and counts every drifted candidate and
+exchange; transport and timeout errors keep the client's codes); exit 2 for usage
+errors (a wrong number of ``--credential-env`` slots, say). ``--json`` prints the
+report, or ``{"error": {...}}`` with the drift and its totals, on stdout.
+
+``--environment-url OLD=NEW`` replays a moved deployment; ``--oracle [NAME]`` starts the
+embedded oracle in-process (by default the server matching each captured identity) and
+replays against it; ``--strict-state`` compares volatile state fields exactly too.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperCommand
 
+from kiln_verify.cli.embedded_oracle import EmbeddedOracle
+from kiln_verify.cli.output import fail
 from kiln_verify.errors import KilnError, ReplayDrift
+from kiln_verify.openenv.records.reports import ReplayRunReport
 from kiln_verify.openenv.records.serialize import report_bytes
 from kiln_verify.openenv.replay import (
     DEFAULT_CAPACITY_WAIT_S,
     DEFAULT_CONCURRENCY,
+    parse_environment_url,
     replay_bundle,
 )
 
 __all__ = ["register", "replay_command"]
+
+#: ``--oracle`` without a value: match each captured environment's identity.
+MATCH_ORACLE = ""
+
+
+class _OptionalOracleCommand(TyperCommand):
+    """Lets ``--oracle`` stand alone (``--oracle [NAME]``): typer options always take a
+    value, so a bare ``--oracle`` (last, or followed by another option) is read as
+    ``--oracle=`` before parsing."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's vendored Context
+        rewritten: list[str] = []
+        for index, arg in enumerate(args):
+            if arg == "--":
+                rewritten.extend(args[index:])
+                break
+            following = args[index + 1] if index + 1 < len(args) else None
+            if arg == "--oracle" and (following is None or following.startswith("-")):
+                rewritten.append(f"--oracle={MATCH_ORACLE}")
+            else:
+                rewritten.append(arg)
+        return super().parse_args(ctx, rewritten)
+
+
+def _drift_lines(exc: ReplayDrift) -> list[str]:
+    lines = [f"  {key}: {value}" for key, value in exc.drift.items()]
+    if exc.totals is not None:
+        lines.append("  totals: " + ", ".join(f"{k} {v}" for k, v in exc.totals.items()))
+    for item in exc.drifted or ():
+        where = " ".join(
+            f"{key.removesuffix('_index')} {item[key]}"
+            for key in ("environment_index", "group_index", "candidate_index", "step_index")
+            if key in item
+        )
+        lines.append(f"  drifted: {where} ({item['stage']}) {item['field']}")
+    return lines
+
+
+def _table(report: ReplayRunReport) -> Table:
+    table = Table(title="OpenEnv bundle replayed live: no drift", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in report.to_json().items():
+        if key == "volatile":
+            value = ", ".join(value) + " (presence and JSON type only)"
+        elif key == "environment_remaps":
+            value = "; ".join(_remap_text(entry) for entry in value)
+        table.add_row(key, str(value))
+    return table
+
+
+def _remap_text(entry: dict[str, Any]) -> str:
+    via = f"oracle {entry['oracle']}" if entry["source"] == "oracle" else "--environment-url"
+    return (
+        f"environment {entry['environment_index']}: {entry['recorded_base_url']} -> "
+        f"{entry['base_url']} ({via})"
+    )
 
 
 def replay_command(
@@ -53,6 +119,31 @@ def replay_command(
             "order; '-' = public. Give none or exactly one per environment.",
         ),
     ] = None,
+    environment_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--environment-url",
+            metavar="OLD=NEW",
+            help="Replay the environment recorded at base URL OLD at NEW (repeat); every "
+            "other identity field is still compared exactly.",
+        ),
+    ] = None,
+    oracle: Annotated[
+        str | None,
+        typer.Option(
+            "--oracle",
+            metavar="[NAME]",
+            help="Start the embedded oracle in-process and replay against it: by default "
+            "the server matching each captured environment, or NAME.",
+        ),
+    ] = None,
+    strict_state: Annotated[
+        bool,
+        typer.Option(
+            "--strict-state",
+            help="Compare session-identity state fields (episode_id) exactly as well.",
+        ),
+    ] = False,
     concurrency: Annotated[
         int,
         typer.Option("--concurrency", metavar="N", help="Candidates of a group replayed at once."),
@@ -72,6 +163,8 @@ def replay_command(
     """Replay a verified bundle against the live environments; any difference is drift."""
     slots = [None if slot == "-" else slot for slot in credential_env or []]
     try:
+        remaps = [parse_environment_url(text) for text in environment_url or []]
+        provider = None if oracle is None else EmbeddedOracle(oracle).replay_provider()
         report = replay_bundle(
             summary,
             dataset_path=dataset,
@@ -79,27 +172,19 @@ def replay_command(
             credential_envs=slots,
             concurrency=concurrency,
             capacity_wait_seconds=capacity_wait_seconds,
+            environment_urls=remaps,
+            environment_provider=provider,
+            strict_state=strict_state,
         )
     except KilnError as exc:
-        if as_json:
-            typer.echo(json.dumps({"error": exc.to_dict()}, indent=2, ensure_ascii=False))
-        else:
-            typer.echo(f"error: {exc}", err=True)
-            if isinstance(exc, ReplayDrift):
-                for key, value in exc.drift.items():
-                    typer.echo(f"  {key}: {value}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        extra = _drift_lines(exc) if isinstance(exc, ReplayDrift) else None
+        fail(exc, as_json=as_json, extra_lines=extra)
     if as_json:
         typer.echo(report_bytes(report).decode("utf-8"), nl=False)
         return
-    table = Table(title="OpenEnv bundle replayed live: no drift", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    for key, value in report.to_json().items():
-        table.add_row(key, str(value))
-    Console().print(table)
+    Console().print(_table(report))
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``replay`` command to the ``openenv`` command group."""
-    app.command("replay")(replay_command)
+    app.command("replay", cls=_OptionalOracleCommand)(replay_command)

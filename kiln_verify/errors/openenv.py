@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kiln_verify.errors.base import KilnError
@@ -187,10 +187,14 @@ class ResetDone(OpenEnvError):
 class ReplayDrift(OpenEnvError):
     """Live replay saw the environment behave differently from the recorded bundle.
 
-    ``drift`` locates it: ``stage`` (``identity``, ``reset``, ``step``, ``state``),
-    ``environment_index``, ``group_index``, ``candidate_index``, ``step_index`` (absent
-    where not applicable), ``field`` (first differing JSON path, or the changed identity
-    fields) and bounded ``expected`` / ``actual`` renderings (never credentials).
+    ``drift`` locates the first difference in replay order: ``stage`` (``identity``,
+    ``reset``, ``step``, ``state``), ``environment_index``, ``group_index``,
+    ``candidate_index``, ``step_index`` (absent where not applicable), ``field`` (first
+    differing JSON path, or the changed identity fields), bounded ``expected`` /
+    ``actual`` renderings (never credentials), and for two differing strings the
+    ``offset`` of the first differing character. ``totals`` counts every drifted
+    candidate and exchange of the whole replay; ``drifted`` lists the first drifted
+    candidates one by one (bounded). The hint names the likely cause.
     """
 
     code = "replay_drift"
@@ -199,13 +203,27 @@ class ReplayDrift(OpenEnvError):
         "current environment or restore the deployment the bundle was collected from"
     )
 
-    def __init__(self, rule: str, *, drift: Mapping[str, Any], hint: str | None = None) -> None:
+    def __init__(
+        self,
+        rule: str,
+        *,
+        drift: Mapping[str, Any],
+        hint: str | None = None,
+        totals: Mapping[str, int] | None = None,
+        drifted: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
         self.drift = dict(drift)
+        self.totals = dict(totals) if totals is not None else None
+        self.drifted = [dict(item) for item in drifted] if drifted is not None else None
         super().__init__(rule, hint=hint)
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
         out["drift"] = dict(self.drift)
+        if self.totals is not None:
+            out["totals"] = dict(self.totals)
+        if self.drifted is not None:
+            out["drifted"] = [dict(item) for item in self.drifted]
         return out
 
 

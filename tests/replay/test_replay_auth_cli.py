@@ -100,7 +100,10 @@ def test_cli_success_and_drift_reports(start: Start, restart: Restart, tmp_path:
         "environment_exchanges",
         "capacity_retries",
         "environment_prefix_only_rollouts",
+        "volatile",
     }
+    # the oracle's state carries `episode_id` ("episode-<seed>"): compared by presence and type
+    assert report["volatile"] == ["final_state.episode_id"]
     code, out, err = _cli("--summary", str(summary))
     assert code == 0, err
     assert "no drift" in out

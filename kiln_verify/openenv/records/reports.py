@@ -3,22 +3,29 @@
 ``kiln.openenv-verification.v1`` (contract §2.8), ``kiln.openenv-replay-run.v1`` (§2.9)
 and ``kiln.openenv-artifact-download.v1`` (§2.11). Written as pretty JSON + LF by
 :func:`kiln_verify.openenv.records.serialize.report_bytes`.
+
+The replay report has two fields of ours beyond §2.9, both omitted when empty so that a
+plain replay still writes exactly Kiln's record: ``volatile`` (the state fields compared
+by presence and JSON type only, :mod:`kiln_verify.openenv.volatile`) and
+``environment_remaps`` (each captured environment replayed at another base URL, by
+``--environment-url`` or the embedded oracle).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field, StrictStr
 
-from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
-from kiln_verify.openenv.records.common import U64, Record, Sha256
+from kiln_verify.limits import MAX_BASE_URL_CHARS, MAX_OPENENV_DATASET_BYTES
+from kiln_verify.openenv.records.common import U64, IdentityText, Record, Sha256
 
 __all__ = [
     "ARTIFACT_DOWNLOAD_SCHEMA",
     "REPLAY_RUN_SCHEMA",
     "VERIFICATION_SCHEMA",
     "ArtifactDownloadReceipt",
+    "EnvironmentRemap",
     "ReplayRunReport",
     "VerificationReport",
 ]
@@ -45,8 +52,27 @@ class VerificationReport(Record):
     environment_exchanges: U64
 
 
+_Url = Annotated[StrictStr, Field(min_length=1, max_length=MAX_BASE_URL_CHARS)]
+
+
+class EnvironmentRemap(Record):
+    """A captured environment replayed at another base URL; every other identity field is
+    still compared exactly. ``source``: ``environment_url`` (``--environment-url
+    OLD=NEW``) or ``oracle`` (the embedded oracle ``oracle``, on a fresh port)."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"oracle"})
+
+    environment_index: U64
+    recorded_base_url: _Url
+    base_url: _Url
+    source: Literal["environment_url", "oracle"]
+    oracle: IdentityText | None = None
+
+
 class ReplayRunReport(Record):
     """What a successful live replay re-ran against the live environments."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"volatile", "environment_remaps"})
 
     schema_: Literal["kiln.openenv-replay-run.v1"] = Field(REPLAY_RUN_SCHEMA, alias="schema")
     replay_sha256: Sha256
@@ -56,6 +82,8 @@ class ReplayRunReport(Record):
     environment_exchanges: U64
     capacity_retries: U64
     environment_prefix_only_rollouts: U64
+    volatile: Annotated[list[_Path], Field(min_length=1)] | None = None
+    environment_remaps: Annotated[list[EnvironmentRemap], Field(min_length=1)] | None = None
 
 
 class ArtifactDownloadReceipt(Record):

@@ -1,12 +1,19 @@
 """Replay one recorded candidate against the live environment (contract §7.1 step 4-5).
 
 Capacity-aware fresh session whose admission probe is the ``reset`` with the group's
-exact recorded payload; the reset observation must equal the recorded one; every
-recorded action is sent as a ``step`` and its result must equal the record (observation
-vs observation with the reward's tag, protocol error vs the identical error object; any
-other pairing is drift); then, if recorded, ``state`` must equal ``final_state``. The
-session is always closed. Client failures other than OpenEnv error replies (transport,
-timeout, poisoning, reflection, capacity exhaustion) propagate unchanged.
+exact recorded payload; the reset observation is compared with the recorded one; every
+recorded action is sent as a ``step`` and its result compared with the record
+(observation vs observation with the reward's tag, protocol error vs the identical error
+object; any other pairing is drift at ``kind``); then, if recorded, ``state`` is
+compared with ``final_state`` under the volatile-identity rule
+(:func:`kiln_verify.openenv.volatile.compare_states`; ``strict_state`` turns it off).
+
+A difference does not stop the candidate: every recorded exchange is still sent and
+compared, so the outcome counts every drifted exchange, and its first drift is kept in
+detail. When the live session ends early (a terminal protocol error the record does not
+have, or a reset that is refused), the exchanges that could not be sent count as drifted
+too. The session is always closed. Client failures other than OpenEnv error replies
+(transport, timeout, poisoning, reflection, capacity exhaustion) propagate unchanged.
 """
 
 from __future__ import annotations
@@ -20,13 +27,13 @@ from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorR
 from kiln_verify.openenv.records.replay import ReplayCandidate, ReplayGroup
 from kiln_verify.openenv.replay.compare import (
     Difference,
-    first_difference,
     observation_difference,
     render,
     result_difference,
 )
+from kiln_verify.openenv.volatile import compare_states
 
-__all__ = ["CandidateOutcome", "ReplayTarget", "drift_error", "replay_candidate"]
+__all__ = ["CandidateOutcome", "Drift", "ReplayTarget", "drift_error", "replay_candidate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +46,44 @@ class ReplayTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class Drift:
+    """One drifted exchange of a candidate: where, and the first differing path."""
+
+    stage: str
+    difference: Difference
+    step_index: int | None = None
+
+
+@dataclass(slots=True)
 class CandidateOutcome:
-    """What replaying one candidate cost and covered."""
+    """What replaying one candidate cost, covered and found.
+
+    ``first`` is the candidate's first drift (``None``: it replayed exactly);
+    ``drifted_steps`` counts step exchanges that differed or could not be sent;
+    ``volatile`` the state paths compared by presence and type only; ``live_reset`` the
+    live reset observation (``None`` when the reset was refused), which the engine uses
+    to tell unseeded randomness from changed task data.
+    """
 
     candidate_index: int
     exchanges: int
     capacity_retries: int
     prefix_only: bool
+    first: Drift | None = None
+    reset_drifted: bool = False
+    drifted_steps: int = 0
+    state_drifted: bool = False
+    volatile: tuple[str, ...] = ()
+    live_reset: ObservationRecord | None = None
+    observations_matched: bool = True
+
+    @property
+    def drifted(self) -> bool:
+        return self.first is not None
+
+    def note(self, drift: Drift) -> None:
+        if self.first is None:
+            self.first = drift
 
 
 def drift_error(
@@ -57,31 +95,80 @@ def drift_error(
     candidate_index: int | None = None,
     step_index: int | None = None,
     when: str | None = None,
+    hint: str | None = None,
+    totals: dict[str, int] | None = None,
+    drifted: list[dict[str, Any]] | None = None,
 ) -> ReplayDrift:
     """A :class:`ReplayDrift` locating ``difference``; absent coordinates are omitted."""
+    return ReplayDrift(
+        drift_rule(
+            target, stage, difference, group_index=group_index,
+            candidate_index=candidate_index, step_index=step_index, when=when,
+        ),
+        drift=drift_location(
+            target, stage, difference, group_index=group_index,
+            candidate_index=candidate_index, step_index=step_index, when=when,
+        ),
+        hint=hint,
+        totals=totals,
+        drifted=drifted,
+    )  # fmt: skip
+
+
+def drift_location(
+    target: ReplayTarget,
+    stage: str,
+    difference: Difference,
+    *,
+    group_index: int | None = None,
+    candidate_index: int | None = None,
+    step_index: int | None = None,
+    when: str | None = None,
+) -> dict[str, Any]:
+    """The ``drift`` object of a :class:`ReplayDrift` (absent coordinates omitted)."""
     drift: dict[str, Any] = {
         "stage": stage,
         "environment_index": target.index,
         "environment_name": snippet(target.name),
     }
-    where = [f"environment {target.index} ({snippet(target.name)})"]
     for key, value in (
         ("group_index", group_index),
         ("candidate_index", candidate_index),
         ("step_index", step_index),
+        ("when", when),
     ):
         if value is not None:
             drift[key] = value
-            where.append(f"{key.removesuffix('_index')} {value}")
-    if when is not None:
-        drift["when"] = when
     drift.update(field=difference.path, expected=difference.expected, actual=difference.actual)
+    if difference.expected_type and difference.expected_type != difference.actual_type:
+        drift.update(expected_type=difference.expected_type, actual_type=difference.actual_type)
+    if difference.offset is not None:
+        drift["offset"] = difference.offset
+    return drift
+
+
+def drift_rule(
+    target: ReplayTarget,
+    stage: str,
+    difference: Difference,
+    *,
+    group_index: int | None = None,
+    candidate_index: int | None = None,
+    step_index: int | None = None,
+    when: str | None = None,
+) -> str:
+    """``replay drift at environment 0 ('X') group 1 candidate 0 step 2 (step): ...``."""
+    where = [f"environment {target.index} ({snippet(target.name)})"]
+    for word, value in (("group", group_index), ("candidate", candidate_index),
+                        ("step", step_index)):  # fmt: skip
+        if value is not None:
+            where.append(f"{word} {value}")
     phase = stage if when is None else f"{stage}, {when}"
-    rule = (
-        f"replay drift at {' '.join(where)} ({phase}): {difference.path} differs: "
+    at = "" if difference.offset is None else f" at character {difference.offset}"
+    return (
+        f"replay drift at {' '.join(where)} ({phase}): {difference.path} differs{at}: "
         f"recorded {difference.expected}, live {difference.actual}"
     )
-    return ReplayDrift(rule, drift=drift)
 
 
 def _error_record(exc: RecoverableProtocolError | TerminalProtocolError) -> ProtocolErrorRecord:
@@ -90,63 +177,92 @@ def _error_record(exc: RecoverableProtocolError | TerminalProtocolError) -> Prot
     return ProtocolErrorRecord.from_wire(exc.error)
 
 
+def _unreplayed(candidate: ReplayCandidate, outcome: CandidateOutcome, start: int) -> None:
+    """The recorded exchanges from ``start`` on (and the final state) could not be sent."""
+    for exchange in candidate.exchanges[start:]:
+        outcome.drifted_steps += 1
+        outcome.note(
+            Drift(
+                "step",
+                Difference("kind", render(exchange.result.kind), render("not replayed")),
+                exchange.step_index,
+            )
+        )
+    if candidate.has_final_state:
+        outcome.state_drifted = True
+        outcome.note(Drift("state", Difference("final_state", render("a state"),
+                                               render("not replayed"))))  # fmt: skip
+
+
 async def replay_candidate(
     target: ReplayTarget,
     group: ReplayGroup,
     candidate: ReplayCandidate,
     *,
     capacity_wait_seconds: float,
+    strict_state: bool = False,
 ) -> CandidateOutcome:
-    """Replay ``candidate`` of ``group``; raise :class:`ReplayDrift` on the first difference."""
-
-    def drift(stage: str, difference: Difference, step_index: int | None = None) -> ReplayDrift:
-        return drift_error(
-            target,
-            stage,
-            difference,
-            group_index=group.group_index,
-            candidate_index=candidate.candidate_index,
-            step_index=step_index,
-        )
-
+    """Replay ``candidate`` of ``group`` to its end; the outcome holds every drift."""
+    outcome = CandidateOutcome(
+        candidate_index=candidate.candidate_index,
+        exchanges=len(candidate.exchanges),
+        capacity_retries=0,
+        prefix_only=candidate.prefix_only,
+    )
     try:
         acquisition = await target.client.open_session_with_capacity(
             capacity_wait_seconds, reset_data=group.reset_payload
         )
     except (RecoverableProtocolError, TerminalProtocolError) as exc:
         record = _error_record(exc)
-        difference = Difference(
-            "reset_observation", render("an observation"), render(record.to_json())
-        )
-        raise drift("reset", difference) from None
+        outcome.reset_drifted = True
+        outcome.observations_matched = False
+        outcome.note(Drift("reset", Difference(
+            "reset_observation", render("an observation"), render(record.to_json()),
+            "observation", "protocol_error",
+        )))  # fmt: skip
+        _unreplayed(candidate, outcome, 0)
+        return outcome
+    outcome.capacity_retries = acquisition.retries
     session = acquisition.session
     try:
         assert acquisition.observation is not None
         live_reset = ObservationRecord.from_wire(acquisition.observation)
-        difference_found = observation_difference(
-            group.reset_observation, live_reset, "reset_observation"
-        )
-        if difference_found is not None:
-            raise drift("reset", difference_found)
-        for exchange in candidate.exchanges:
+        outcome.live_reset = live_reset
+        found = observation_difference(group.reset_observation, live_reset, "reset_observation")
+        if found is not None:
+            outcome.reset_drifted = True
+            outcome.observations_matched = False
+            outcome.note(Drift("reset", found))
+        for position, exchange in enumerate(candidate.exchanges):
+            if not session.usable:  # a live terminal error the record does not have
+                _unreplayed(candidate, outcome, position)
+                return outcome
             live: ObservationRecord | ProtocolErrorRecord
             try:
                 live = ObservationRecord.from_wire(await session.step(exchange.action))
             except (RecoverableProtocolError, TerminalProtocolError) as exc:
                 live = _error_record(exc)
-            difference_found = result_difference(exchange.result, live)
-            if difference_found is not None:
-                raise drift("step", difference_found, exchange.step_index)
+            found = result_difference(exchange.result, live)
+            if found is not None:
+                outcome.drifted_steps += 1
+                outcome.observations_matched = False
+                outcome.note(Drift("step", found, exchange.step_index))
         if candidate.has_final_state:
-            state = await session.state()
-            difference_found = first_difference(candidate.final_state, state, "final_state")
-            if difference_found is not None:
-                raise drift("state", difference_found)
+            if not session.usable:
+                _unreplayed(candidate, outcome, len(candidate.exchanges))
+                return outcome
+            comparison = compare_states(
+                candidate.final_state,
+                await session.state(),
+                reset_payload=group.reset_payload,
+                strict=strict_state,
+                path="final_state",
+            )
+            outcome.volatile = tuple(f"final_state.{name}" for name in comparison.volatile)
+            if comparison.difference is not None:
+                outcome.state_drifted = True
+                outcome.note(Drift("state", comparison.difference))
     finally:
         await session.close()
-    return CandidateOutcome(
-        candidate_index=candidate.candidate_index,
-        exchanges=len(candidate.exchanges),
-        capacity_retries=acquisition.retries,
-        prefix_only=candidate.prefix_only,
-    )
+    return outcome

@@ -6,6 +6,12 @@ compares JSON *types* as well as values, at every depth, and returns the first d
 path (keys in sorted order, so the answer is deterministic) with both values rendered
 as bounded compact JSON. Rewards are compared through their recorded JSON form, which
 keeps the tag (``1`` vs ``1.0``).
+
+Two strings that differ deep inside (a long text observation, a board drawn as text)
+would render as two identical 80-character prefixes; they are shown instead as a window
+around the first differing character (``MAX_DRIFT_CONTEXT_CHARS`` before it, the rest of
+the ``MAX_ERROR_SNIPPET_CHARS`` budget after it) and the :class:`Difference` carries that
+character's ``offset``, so a reader sees the difference itself.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kiln_verify.errors import snippet
+from kiln_verify.limits import MAX_DRIFT_CONTEXT_CHARS, MAX_ERROR_SNIPPET_CHARS
 from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ProtocolErrorResult
+from kiln_verify.openenv.volatile import VolatileValue
 
 __all__ = [
     "ABSENT",
@@ -25,6 +33,7 @@ __all__ = [
     "observation_difference",
     "render",
     "result_difference",
+    "type_name",
 ]
 
 
@@ -39,11 +48,20 @@ ABSENT: Final = _Absent()
 
 @dataclass(frozen=True, slots=True)
 class Difference:
-    """The first differing path and both values (already rendered and bounded)."""
+    """The first differing path and both values (already rendered and bounded).
+
+    ``expected_type`` / ``actual_type`` are the JSON types at ``path`` (:func:`type_name`;
+    empty when not known, e.g. for identity drift); ``offset`` is the index of the first
+    differing character when both values are strings (the renderings are then windows
+    around it), else ``None``.
+    """
 
     path: str
     expected: str
     actual: str
+    expected_type: str = ""
+    actual_type: str = ""
+    offset: int | None = None
 
 
 def render(value: Any, *, sort_keys: bool = True) -> str:
@@ -55,6 +73,20 @@ def render(value: Any, *, sort_keys: bool = True) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return snippet(text)
+
+
+def type_name(value: Any) -> str:
+    """The JSON type of a parsed value as drift reports name it (``integer`` and ``float``
+    apart, as the comparison keeps them; ``absent`` for a missing key or item)."""
+    if value is ABSENT:
+        return "absent"
+    if isinstance(value, VolatileValue):  # a masked volatile field: the type it stands for
+        return _VOLATILE_TYPES.get(value.type, value.type)
+    return _kind(value)
+
+
+#: :func:`kiln_verify.openenv.volatile.json_type` names -> this module's names.
+_VOLATILE_TYPES: Final = {"boolean": "bool", "number": "float"}
 
 
 def _kind(value: Any) -> str:
@@ -105,16 +137,77 @@ def _walk(expected: Any, actual: Any, path: str) -> tuple[str, Any, Any] | None:
     return None
 
 
+_ESCAPED: Final = {index: json.dumps(chr(index))[1:-1] for index in range(0x20)}
+
+
+def _escaped(char: str) -> str:
+    """One character as it appears inside a JSON string (control characters escaped)."""
+    if char == '"' or char == "\\":
+        return "\\" + char
+    if ord(char) < 0x20:
+        return _ESCAPED[ord(char)]
+    if 0xD800 <= ord(char) <= 0xDFFF:
+        return f"\\u{ord(char):04x}"
+    return char
+
+
+def first_mismatch(left: str, right: str) -> int:
+    """Index of the first differing character (the shorter length if one is a prefix)."""
+    limit = min(len(left), len(right))
+    start, chunk = 0, 4096
+    while start < limit and left[start : start + chunk] == right[start : start + chunk]:
+        start += chunk
+    for index in range(start, min(start + chunk, limit)):
+        if left[index] != right[index]:
+            return index
+    return limit
+
+
+def window(text: str, offset: int) -> str:
+    """``text`` around ``offset`` as a JSON string: up to ``MAX_DRIFT_CONTEXT_CHARS``
+    characters before it and the rest of the ``MAX_ERROR_SNIPPET_CHARS`` budget after it;
+    ``…`` outside the quotes marks text cut on that side. Never longer than the budget."""
+    budget = MAX_ERROR_SNIPPET_CHARS - 4  # two quotes, two ellipses
+    before: list[str] = []
+    used = 0
+    start = offset
+    while start > 0:
+        piece = _escaped(text[start - 1])
+        if used + len(piece) > MAX_DRIFT_CONTEXT_CHARS:
+            break
+        before.append(piece)
+        used += len(piece)
+        start -= 1
+    after: list[str] = []
+    end = offset
+    while end < len(text):
+        piece = _escaped(text[end])
+        if used + len(piece) > budget:
+            break
+        after.append(piece)
+        used += len(piece)
+        end += 1
+    body = "".join(reversed(before)) + "".join(after)
+    return f'{"…" if start > 0 else ""}"{body}"{"…" if end < len(text) else ""}'
+
+
 def first_difference(expected: Any, actual: Any, path: str = "") -> Difference | None:
     """The first path where two JSON values differ (type-strict), or ``None`` if equal.
 
-    The root is ``$`` when ``path`` is empty.
+    The root is ``$`` when ``path`` is empty. Two differing strings are rendered as
+    windows around their first differing character (``offset``).
     """
     found = _walk(expected, actual, path)
     if found is None:
         return None
     where, left, right = found
-    return Difference(where or "$", render(left), render(right))
+    types = type_name(left), type_name(right)
+    if isinstance(left, str) and isinstance(right, str):
+        offset = first_mismatch(left, right)
+        return Difference(
+            where or "$", repr(window(left, offset)), repr(window(right, offset)), *types, offset
+        )
+    return Difference(where or "$", render(left), render(right), *types)
 
 
 def observation_difference(

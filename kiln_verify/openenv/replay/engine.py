@@ -3,15 +3,21 @@
 1. full offline verification (:func:`kiln_verify.openenv.verify.verify_bundle`); the
    replay manifest is then read again and must still have the verified SHA-256;
 2. credential slots: none, or exactly one per captured environment (``None`` = public);
-3. per environment, complete rediscovery compared with the captured identity, schemas
-   and discovery digest (token rotation is invisible: the token is never recorded);
+   remaps (``--environment-url OLD=NEW``, or those of an environment provider such as
+   the embedded oracle) must each name a recorded base URL;
+3. per environment, complete rediscovery compared with the captured identity (moved to
+   the remapped URL, if any), schemas and discovery digest; a difference here stops the
+   replay at once: nothing is replayed against a different build;
 4. groups in order; a group's candidates concurrently (at most ``min(concurrency, group
-   size)`` at once), each by :func:`~kiln_verify.openenv.replay.candidate.replay_candidate`;
-   every candidate of a group finishes before the group's first failure (by candidate
-   index) is raised, so the reported drift does not depend on scheduling;
+   size)`` at once), each by :func:`~kiln_verify.openenv.replay.candidate.replay_candidate`,
+   which replays every exchange and collects its drifts; a client failure (transport,
+   timeout, capacity) is raised once the group's candidates have finished, the first by
+   candidate index;
 5. every environment is rediscovered once more after the last group: a server whose
    identity changed *during* the replay (a redeploy under it) is drift as well;
-6. the ``kiln.openenv-replay-run.v1`` report.
+6. any drift is raised as one ``replay_drift`` with the first drift in detail and the
+   totals (:class:`~kiln_verify.openenv.replay.tally.Tally`); otherwise the
+   ``kiln.openenv-replay-run.v1`` report, with the volatile state fields and remaps.
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 
-from kiln_verify.core.digest import canonical_digest, sha256_bytes
+from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.errors import (
     BundleReplayDigestMismatch,
     FileAccessError,
@@ -31,20 +37,28 @@ from kiln_verify.errors import (
 )
 from kiln_verify.limits import MAX_CAPACITY_WAIT_S, MAX_CONCURRENCY, MAX_OPENENV_REPLAY_BYTES
 from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.identity import compare_identities
-from kiln_verify.openenv.records.common import EnvironmentInspection
+from kiln_verify.openenv.identity import EnvironmentIdentity
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest, read_replay
 from kiln_verify.openenv.records.reports import REPLAY_RUN_SCHEMA, ReplayRunReport
-from kiln_verify.openenv.replay.candidate import (
-    CandidateOutcome,
-    ReplayTarget,
-    drift_error,
-    replay_candidate,
-)
-from kiln_verify.openenv.replay.compare import Difference, render
+from kiln_verify.openenv.replay.candidate import CandidateOutcome, ReplayTarget, replay_candidate
+from kiln_verify.openenv.replay.rediscovery import rediscover
+from kiln_verify.openenv.replay.remap import UrlRemap, plan_remaps
+from kiln_verify.openenv.replay.tally import Tally, identity_drift_error
 from kiln_verify.openenv.verify import verify_bundle
 
-__all__ = ["DEFAULT_CAPACITY_WAIT_S", "DEFAULT_CONCURRENCY", "replay_bundle", "replay_manifest"]
+__all__ = [
+    "DEFAULT_CAPACITY_WAIT_S",
+    "DEFAULT_CONCURRENCY",
+    "EnvironmentProvider",
+    "replay_bundle",
+    "replay_manifest",
+]
+
+EnvironmentProvider = Callable[
+    [Sequence[EnvironmentIdentity]], AbstractContextManager[Sequence[UrlRemap]]
+]
+"""Serves environments for a bundle's captured identities (in environment order) while
+the context is open and yields the remaps to them (the embedded oracle, for one)."""
 
 DEFAULT_CONCURRENCY = 4
 DEFAULT_CAPACITY_WAIT_S = 300
@@ -100,50 +114,13 @@ def _read_verified_replay(path: str, expected_sha256: str) -> ReplayManifest:
     return read_replay(data, path)
 
 
-def _schema_parts(inspection: EnvironmentInspection) -> dict[str, Any]:
-    schema = inspection.schema_
-    return {"action": schema.action, "observation": schema.observation, "state": schema.state}
-
-
-async def _revalidate(target: ReplayTarget, captured: EnvironmentInspection, when: str) -> None:
-    """Complete rediscovery vs the captured identity; drift names the changed fields."""
-    live = await target.client.inspect()
-    expected = captured.identity.to_identity()
-    expected_schema = _schema_parts(captured)
-    actual_schema = live.environment_schema
-    changed = compare_identities(
-        expected, live.identity, expected_schema=expected_schema, actual_schema=actual_schema
-    )
-    if not changed:
-        return
-
-    def values(
-        identity: dict[str, Any], other: dict[str, Any], schema: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """Changed fields only; schema parts as digests, metadata as its changed keys."""
-        out: dict[str, Any] = {}
-        for name in changed:
-            if name.startswith("schema."):
-                out[name] = str(canonical_digest(schema.get(name.removeprefix("schema."))))
-            elif name == "metadata":
-                mine, theirs = identity.get(name) or {}, other.get(name) or {}
-                keys = sorted(set(mine) | set(theirs))
-                out[name] = {k: mine.get(k) for k in keys if mine.get(k) != theirs.get(k)}
-            else:
-                out[name] = identity.get(name)
-        return out
-
-    recorded, current = expected.to_json(), live.identity.to_json()
-    difference = Difference(
-        ", ".join(changed),
-        render(values(recorded, current, expected_schema), sort_keys=False),
-        render(values(current, recorded, actual_schema), sort_keys=False),
-    )
-    raise drift_error(target, "identity", difference, when=when)
-
-
 async def _replay_group(
-    target: ReplayTarget, group: ReplayGroup, *, concurrency: int, capacity_wait_seconds: float
+    target: ReplayTarget,
+    group: ReplayGroup,
+    *,
+    concurrency: int,
+    capacity_wait_seconds: float,
+    strict_state: bool,
 ) -> list[CandidateOutcome]:
     gate = asyncio.Semaphore(max(1, min(concurrency, len(group.candidates))))
 
@@ -154,6 +131,7 @@ async def _replay_group(
                 group,
                 group.candidates[index],
                 capacity_wait_seconds=capacity_wait_seconds,
+                strict_state=strict_state,
             )
 
     results = await asyncio.gather(
@@ -175,30 +153,43 @@ async def replay_manifest(
     concurrency: int = DEFAULT_CONCURRENCY,
     capacity_wait_seconds: float = DEFAULT_CAPACITY_WAIT_S,
     environ: Mapping[str, str] | None = None,
+    remaps: Sequence[UrlRemap] = (),
+    strict_state: bool = False,
 ) -> ReplayRunReport:
     """Steps 2-6 for an already verified manifest (callers normally use :func:`replay_bundle`)."""
     _check_options(concurrency, capacity_wait_seconds)
     slots = _check_slots(credential_envs, len(manifest.environments))
+    urls, entries = plan_remaps(manifest.environments, remaps)
+    remap_of = {entry.environment_index: entry for entry in entries}
+    tally = Tally(strict_state=strict_state)
     async with contextlib.AsyncExitStack() as stack:
         targets: list[ReplayTarget] = []
-        for index, (captured, slot) in enumerate(zip(manifest.environments, slots, strict=True)):
-            client = OpenEnvClient(captured.identity.base_url, credential_env=slot, environ=environ)
+        for index, (captured, slot, url) in enumerate(
+            zip(manifest.environments, slots, urls, strict=True)
+        ):
+            client = OpenEnvClient(url, credential_env=slot, environ=environ)
             stack.push_async_callback(client.aclose)
             targets.append(ReplayTarget(index, captured.identity.metadata.name, client))
         for target, captured in zip(targets, manifest.environments, strict=True):
-            await _revalidate(target, captured, "before replay")
-        outcomes: list[CandidateOutcome] = []
+            found = await rediscover(target, captured, "before replay", remap_of.get(target.index))
+            if found is not None:
+                raise identity_drift_error(found)
         for group in manifest.groups:
-            outcomes.extend(
-                await _replay_group(
-                    targets[group.environment_index],
-                    group,
-                    concurrency=concurrency,
-                    capacity_wait_seconds=capacity_wait_seconds,
-                )
+            target = targets[group.environment_index]
+            outcomes = await _replay_group(
+                target,
+                group,
+                concurrency=concurrency,
+                capacity_wait_seconds=capacity_wait_seconds,
+                strict_state=strict_state,
             )
+            tally.add_group(target, group, outcomes)
         for target, captured in zip(targets, manifest.environments, strict=True):
-            await _revalidate(target, captured, "after replay")
+            found = await rediscover(target, captured, "after replay", remap_of.get(target.index))
+            if found is not None:
+                tally.identities.append(found)
+    tally.check()
+    outcomes = tally.outcomes()
     return ReplayRunReport(
         schema=REPLAY_RUN_SCHEMA,
         replay_sha256=replay_sha256,
@@ -208,6 +199,8 @@ async def replay_manifest(
         environment_exchanges=sum(outcome.exchanges for outcome in outcomes),
         capacity_retries=sum(outcome.capacity_retries for outcome in outcomes),
         environment_prefix_only_rollouts=sum(1 for outcome in outcomes if outcome.prefix_only),
+        volatile=tally.volatile() or None,
+        environment_remaps=entries or None,
     )
 
 
@@ -220,25 +213,48 @@ def replay_bundle(
     concurrency: int = DEFAULT_CONCURRENCY,
     capacity_wait_seconds: float = DEFAULT_CAPACITY_WAIT_S,
     environ: Mapping[str, str] | None = None,
+    environment_urls: Sequence[UrlRemap] = (),
+    environment_provider: EnvironmentProvider | None = None,
+    strict_state: bool = False,
 ) -> ReplayRunReport:
     """Verify the bundle offline, then replay it live; the report or a typed error.
 
-    Errors: whatever offline verification raises; ``usage`` for bad options or a wrong
-    number of credential slots; ``replay_drift`` for any live difference; the client's
-    own codes for transport, timeout, HTTP status, reflection or capacity exhaustion.
-    Must not be called from a running event loop (use :func:`replay_manifest` there).
+    ``environment_urls`` moves recorded base URLs (``--environment-url OLD=NEW``);
+    ``environment_provider`` serves the environments itself (``--oracle``) and yields its
+    remaps; the two exclude each other. ``strict_state`` compares volatile state fields
+    (``State.episode_id``) exactly too.
+
+    Errors: whatever offline verification raises; ``usage`` for bad options, a wrong
+    number of credential slots or a remap naming no recorded base URL; ``replay_drift``
+    for any live difference (after the whole replay, with totals); the client's own codes
+    for transport, timeout, HTTP status, reflection or capacity exhaustion. Must not be
+    called from a running event loop (use :func:`replay_manifest` there).
     """
     _check_options(concurrency, capacity_wait_seconds)
+    if environment_urls and environment_provider is not None:
+        raise UsageError(
+            "--environment-url and --oracle exclude each other",
+            hint="--oracle already replays every captured environment at the oracle's address",
+        )
     verification = verify_bundle(summary_path, dataset_path=dataset_path, replay_path=replay_path)
     manifest = _read_verified_replay(verification.replay_path, verification.replay_sha256)
     _check_slots(credential_envs, len(manifest.environments))
-    return asyncio.run(
-        replay_manifest(
-            manifest,
-            verification.replay_sha256,
-            credential_envs=credential_envs,
-            concurrency=concurrency,
-            capacity_wait_seconds=capacity_wait_seconds,
-            environ=environ,
+    plan_remaps(manifest.environments, environment_urls)  # before anything is started
+    provided: AbstractContextManager[Sequence[UrlRemap]] = contextlib.nullcontext(())
+    if environment_provider is not None:
+        provided = environment_provider(
+            [captured.identity.to_identity() for captured in manifest.environments]
         )
-    )
+    with provided as served:
+        return asyncio.run(
+            replay_manifest(
+                manifest,
+                verification.replay_sha256,
+                credential_envs=credential_envs,
+                concurrency=concurrency,
+                capacity_wait_seconds=capacity_wait_seconds,
+                environ=environ,
+                remaps=[*environment_urls, *served],
+                strict_state=strict_state,
+            )
+        )
