@@ -52,10 +52,10 @@ def late_state_url() -> Iterator[str]:
 
 
 def _controls(url: str, directory: Path, **options: Any) -> CollectionControls:
+    chosen = {"groups": 2, "group_size": 3, "max_steps": 2, **options}
     return CollectionControls.create(
-        [url], groups=2, group_size=3, max_steps=2,
-        output=str(directory / FILES[2]), replay_output=str(directory / FILES[0]),
-        summary_output=str(directory / FILES[1]), **options,
+        [url], output=str(directory / FILES[2]), replay_output=str(directory / FILES[0]),
+        summary_output=str(directory / FILES[1]), **chosen,
     )  # fmt: skip
 
 
@@ -63,18 +63,36 @@ def _files(directory: Path) -> list[str]:
     return sorted(path.name for path in directory.iterdir())
 
 
+@pytest.mark.parametrize("concurrency", [4, 1])
 def test_hidden_state_fails_the_group_by_default(
-    behaviour_urls: dict[str, str], tmp_path: Path
+    behaviour_urls: dict[str, str], tmp_path: Path, concurrency: int
 ) -> None:
+    # concurrency 1: candidate 0 plays its whole episode first, then candidate 1 differs
+    # and stops without acting, and candidate 2, the last arrival, raises
     url = behaviour_urls["hidden-state"]
+    controls = _controls(url, tmp_path, concurrency=concurrency)
     with pytest.raises(ResetNondeterministic) as caught:
-        asyncio.run(run_collection(_controls(url, tmp_path), RandomPolicy()))
+        asyncio.run(run_collection(controls, RandomPolicy()))
     assert caught.value.rule == (
         f"group 0 (environment 0, {url}, seed 0): candidate 1 got the same reset observation "
         "as candidate 0 but a different hidden state (the state read right after reset "
         "differs first at 'state.secret'); reset(seed) must be deterministic"
     )
     assert _files(tmp_path) == []
+
+
+def test_a_single_session_server_is_checked_without_waiting(
+    behaviour_urls: dict[str, str], tmp_path: Path
+) -> None:
+    """openenv's default of one session: the candidates take the slot one after another,
+    in whatever order the server admits them, so none may wait for another's state."""
+    controls = _controls(
+        behaviour_urls["slow-single"], tmp_path, groups=1, max_steps=1, concurrency=3,
+        capacity_wait_seconds=60,
+    )  # fmt: skip
+    bundle = asyncio.run(run_collection(controls, RandomPolicy()))
+    assert bundle.record.rollout_count == 3
+    verify_bundle(tmp_path / FILES[1])
 
 
 def _rollout(url: str, directory: Path, *flags: str) -> Any:
