@@ -3,16 +3,18 @@
 Both sides do the same wire work against one ``kiln-verify oracle serve bandit --port 0``
 subprocess: discovery (``/health`` and the four discovery GETs) before and after, then
 per group (sequentially) ``group_size`` candidates with ``min(concurrency, group_size)``
-in flight, each ``/health`` + WebSocket upgrade + ``reset({"seed": g})`` + ``max_steps``
-identical ``step`` frames + ``state`` + ``close``. The collector side uses a zero-cost
-scripted policy and includes everything it does: prompts, records, digests, group
-integrity, revalidation, building the three files and publishing them (into a temporary
-directory). Rounds alternate the two sides; medians and their ratio (collector / raw,
+in flight, each ``/health`` + WebSocket upgrade + ``reset({"seed": g})`` + the group's
+hidden-state check's ``state`` (groups of two or more; not with ``--no-state-check``) +
+``max_steps`` identical ``step`` frames + ``state`` + ``close``. The collector side uses a
+zero-cost scripted policy and includes everything it does: prompts, records, digests,
+group integrity, revalidation, building the three files and publishing them (into a
+temporary directory). Rounds alternate the two sides; medians and their ratio (collector / raw,
 target at most 1.3x) are reported, and beside them the client's CPU time per side
 (``time.process_time`` of this process, which runs only the client; the server is a
 subprocess): on a shared machine the CPU ratio moves less than the wall ratio.
 
     python -m benchmarks.collect_overhead --groups 64 --group-size 4 --rounds 5 [--json]
+        [--no-state-check]
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ async def run_collector(base_url: str, args: argparse.Namespace, directory: Path
         max_steps=args.steps,
         concurrency=args.concurrency,
         thinking=False,
+        state_check=args.state_check,
         output=str(directory / "d.jsonl"),
         replay_output=str(directory / "r.json"),
         summary_output=str(directory / "s.json"),
@@ -78,6 +81,8 @@ async def run_raw(base_url: str, args: argparse.Namespace) -> float:
     steps = [
         json.dumps({"type": "step", "data": json.loads(_action(i))}) for i in range(args.steps)
     ]
+    # the collector's hidden-state check: one state right after reset, groups of two or more
+    state_after_reset = args.state_check and args.group_size > 1
 
     async def discover(http: httpx.AsyncClient) -> None:
         (await http.get(base_url + "/health")).raise_for_status()
@@ -93,6 +98,9 @@ async def run_raw(base_url: str, args: argparse.Namespace) -> float:
                 await ws.send(json.dumps({"type": "reset", "data": {"seed": seed}}))
                 if json.loads(await ws.recv()).get("type") != "observation":
                     raise RuntimeError("raw reset failed")
+                if state_after_reset:
+                    await ws.send('{"type":"state"}')
+                    json.loads(await ws.recv())
                 for text in steps:
                     await ws.send(text)
                     if json.loads(await ws.recv()).get("type") != "observation":
@@ -139,6 +147,7 @@ def measure(base_url: str, args: argparse.Namespace) -> dict[str, Any]:
         "group_size": args.group_size,
         "steps_per_episode": args.steps,
         "concurrency": args.concurrency,
+        "state_check": args.state_check,
         "episodes_per_round": episodes,
         "rounds": args.rounds,
         "collector_s": [round(value, 4) for value in collector_s],
@@ -167,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--no-state-check",
+        dest="state_check",
+        action="store_false",
+        help="collect with --no-state-check (and no state right after reset on the raw side)",
+    )
     args = parser.parse_args(argv)
     if min(args.groups, args.group_size, args.steps, args.concurrency, args.rounds) < 1:
         parser.error("every count must be >= 1")

@@ -111,6 +111,11 @@ class CollectionControls:
     capacity_wait_seconds: int = tunable(
         300, "How long to wait for a free session slot.", "SECONDS"
     )
+    state_check: bool = tunable(
+        True,
+        "Read each candidate's state after reset and fail a group whose hidden states differ "
+        "(off: for servers whose state is expensive).",
+    )
     output: str = DEFAULT_DATASET
     replay_output: str = DEFAULT_REPLAY
     summary_output: str = DEFAULT_SUMMARY
@@ -187,8 +192,9 @@ class CollectionControls:
         _int("capacity_wait_seconds", self.capacity_wait_seconds, 1, int(MAX_CAPACITY_WAIT_S))
         _float("protocol_error_reward", self.protocol_error_reward)
         _float("temperature", self.temperature, non_negative=True)
-        if not isinstance(self.thinking, bool):
-            raise UsageError("`thinking` must be true or false")
+        for name in ("thinking", "state_check"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"`{name}` must be true or false")
         if self.thinking_budget_tokens is not None:
             _int("thinking_budget_tokens", self.thinking_budget_tokens, 0, tokens - 1)
             if not self.thinking:

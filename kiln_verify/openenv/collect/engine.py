@@ -4,8 +4,10 @@
 documents, the compiled action schema). ``collecting``: groups run one at a time in plan
 order; a group's candidates run concurrently, at most ``min(concurrency, group_size)`` in
 flight, and results are kept in candidate order. Every candidate of a group must have
-produced byte-identical initial messages and reset observation (``reset_nondeterministic``
-otherwise). ``revalidating``: after the last group every environment is inspected again
+produced byte-identical initial messages and reset observation and, with ``state_check``
+(the default), read the same state right after reset, volatile identity fields aside
+(``reset_nondeterministic`` otherwise; :mod:`collect.groupcheck` compares them before the
+candidates act). ``revalidating``: after the last group every environment is inspected again
 and must equal its first inspection (``environment_identity_changed`` names the fields).
 Any failure aborts with nothing to publish; :func:`collect` returns only complete data.
 """
@@ -16,12 +18,18 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from kiln_verify.errors import EnvironmentIdentityChanged, ResetNondeterministic
+from kiln_verify.errors import EnvironmentIdentityChanged
 from kiln_verify.openenv.client import Inspection, OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
-from kiln_verify.openenv.collect.episode import EnvironmentContext, EpisodeResult, run_episode
+from kiln_verify.openenv.collect.episode import (
+    Arrival,
+    EnvironmentContext,
+    EpisodeResult,
+    run_episode,
+)
+from kiln_verify.openenv.collect.groupcheck import GroupCheck, different_reset
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
 from kiln_verify.openenv.identity import compare_identities
 from kiln_verify.openenv.policy.base import Policy
@@ -203,11 +211,18 @@ def _check_integrity(plan: GroupPlan, episodes: list[EpisodeResult], url: str) -
     reference = _Start(first.messages, first.reset_observation)
     for episode in episodes[1:]:
         if not reference.same_as(_Start(episode.messages, episode.reset_observation)):
-            raise ResetNondeterministic(
-                f"group {plan.group_index} (environment {plan.environment_index}, {url}, "
-                f"seed {plan.seed}): candidate {episode.candidate_index} got a different reset "
-                "observation than candidate 0; reset(seed) must be deterministic"
-            )
+            raise different_reset(plan, url, episode.candidate_index)
+
+
+def _arrival(check: GroupCheck[_Start]) -> Arrival:
+    """What a candidate calls once it has its start and its state read right after reset."""
+
+    def arrive(
+        index: int, messages: list[ChatMessage], reset: ObservationRecord, state: Any
+    ) -> bool:
+        return check.arrive(index, _Start(messages, reset), state)
+
+    return arrive
 
 
 async def collect(
@@ -243,7 +258,9 @@ async def collect(
         groups: list[CollectedGroup] = []
         finished = 0
 
-        async def candidate(env: EnvironmentContext, plan: GroupPlan, index: int) -> EpisodeResult:
+        async def candidate(
+            env: EnvironmentContext, plan: GroupPlan, index: int, arrival: Arrival | None
+        ) -> EpisodeResult | None:
             nonlocal finished
             async with semaphore:
                 result = await run_episode(
@@ -254,18 +271,29 @@ async def collect(
                     policy=policy,
                     behavior=behavior,
                     budget=budget,
+                    arrival=arrival,
                 )
-            finished += 1
-            notify(ProgressEvent("episode", finished, controls.rollout_count))
+            if result is not None:
+                finished += 1
+                notify(ProgressEvent("episode", finished, controls.rollout_count))
             return result
 
+        # A group of one has nothing to compare its state with.
+        checked = controls.state_check and controls.group_size > 1
         for plan in group_plan(reset_plan, controls.groups, controls.seed_start):
             env = contexts[plan.environment_index]
+            url = env.inspection.identity.base_url
             budget.charge(plan.reset_payload, what="a reset payload")
-            episodes = await _gather_or_cancel(
-                [candidate(env, plan, index) for index in range(controls.group_size)]
+            arrival = _arrival(GroupCheck(plan, controls.group_size, url)) if checked else None
+            results = await _gather_or_cancel(
+                [candidate(env, plan, index, arrival) for index in range(controls.group_size)]
             )
-            _check_integrity(plan, episodes, env.inspection.identity.base_url)
+            # A candidate stops (None) only in a failing group, whose last arrival raised.
+            episodes = [result for result in results if result is not None]
+            if len(episodes) != len(results):
+                raise AssertionError("a group's check stopped a candidate but did not fail")
+            if arrival is None:
+                _check_integrity(plan, episodes, url)
             groups.append(
                 CollectedGroup(plan, episodes[0].messages, episodes[0].reset_observation, episodes)
             )

@@ -1,9 +1,11 @@
 """One candidate episode (kiln-openenv-contract §5.4, outcome table §7.3).
 
 Capacity-aware session + reset with the group's exact payload, the two initial messages,
-then up to ``max_steps`` model turns. Each turn the policy runs inside the session's
-keep-alive pump; its final content is parsed (:func:`parse_model_action`) and validated
-against the discovered action schema before anything reaches the wire:
+under the group's hidden-state check one read-only ``state`` (compared across the group by
+``collect.groupcheck``, never recorded), then up to ``max_steps`` model turns. Each turn
+the policy runs inside the session's keep-alive pump; its final content is parsed
+(:func:`parse_model_action`) and validated against the discovered action schema before
+anything reaches the wire:
 
 =================================  ================  ===========  =====  ==============
 event                              termination       return       step   exchange
@@ -31,11 +33,12 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kiln_verify.errors import (
+    KilnError,
     PolicyProvenanceMissing,
     ProtocolViolation,
     RecoverableProtocolError,
@@ -56,6 +59,7 @@ from kiln_verify.openenv.collect.fastrecords import (
     observation_record,
     observation_turn,
 )
+from kiln_verify.openenv.collect.groupcheck import state_read_failed
 from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
 from kiln_verify.openenv.policy.base import (
     Policy,
@@ -97,11 +101,15 @@ from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.session import Session
 from kiln_verify.openenv.wire import ProtocolError
 
-__all__ = ["EnvironmentContext", "EpisodeResult", "Generation", "run_episode"]
+__all__ = ["Arrival", "EnvironmentContext", "EpisodeResult", "Generation", "run_episode"]
 
 _FENCE = "```"
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 T = TypeVar("T")
+
+#: ``(candidate_index, initial messages, reset observation, state read right after reset)``
+#: -> whether the candidate may act (the group's hidden-state check, ``collect.groupcheck``).
+Arrival = Callable[[int, list[ChatMessage], ObservationRecord, Any], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +289,15 @@ async def run_episode(
     policy: Policy,
     behavior: BehaviorPolicyIdentity,
     budget: RetainedBudget,
-) -> EpisodeResult:
-    """Run one candidate to its end and build its corpus, replay and summary entries."""
+    arrival: Arrival | None = None,
+) -> EpisodeResult | None:
+    """Run one candidate to its end and build its corpus, replay and summary entries.
+
+    With ``arrival`` (the group's hidden-state check) the session's read-only ``state`` is
+    read once after reset, before the first policy call, and handed over with the
+    candidate's start; when the check says stop, the session is closed and ``None`` is
+    returned without acting (the group is failing: its last arrival raises).
+    """
     acquisition = await env.client.open_session_with_capacity(
         controls.capacity_wait_seconds, reset_data=group.reset_payload
     )
@@ -298,6 +313,14 @@ async def run_episode(
         reset_record = observation_record(reset)
         budget.charge_parsed(reset.observation, reset.metadata, what="a reset observation")
         messages = initial_messages(env.inspection, reset_record, system=env.system_prompt)
+        if arrival is not None:
+            try:
+                state_after_reset = await session.state()
+            except KilnError as exc:
+                url = env.inspection.identity.base_url
+                raise state_read_failed(exc, group, url, candidate_index) from None
+            if not arrival(candidate_index, messages, reset_record, state_after_reset):
+                return None
         chat: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in messages]
         trajectory: list[TurnSegment] = []
         exchanges: list[ReplayExchange] = []
