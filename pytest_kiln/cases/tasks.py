@@ -8,12 +8,17 @@ from pytest_kiln.cases.model import ANY_STATUS, CheckFailed, NotApplicable, desc
 
 async def check_task_api(ctx: CaseContext) -> str | None:
     from kiln_verify.errors import EnvironmentHttpStatus
+    from kiln_verify.openenv.identity import INVENTORY_ABSENT_STATUS
     from kiln_verify.openenv.tasks import task_catalog
 
     client = await ctx.client()
     status, _ = await client.request_raw("GET", "/list_environments", allow=ANY_STATUS)
-    if status == 404:
-        raise NotApplicable("no /list_environments (a pre-Task-API server)")
+    if status == INVENTORY_ABSENT_STATUS:
+        # `kiln-verify openenv tasks` reports such a server as `task_api: unsupported`.
+        raise NotApplicable(
+            "no /list_environments (404): the server predates the Task API "
+            "(`openenv tasks` reports task_api unsupported)"
+        )
     try:
         catalog = await task_catalog(client)
     except EnvironmentHttpStatus as exc:
