@@ -150,7 +150,7 @@ def test_rollout_verify_replay(start: Start, tmp_path: Path,
     ("status", "verdicts"),
     [
         (404, {"discovery.list-environments": Verdict.SKIPPED, "discovery.identity": Verdict.OK,
-               "task-api.catalog-or-501": Verdict.SKIPPED}),
+               "task-api.catalog-or-501": Verdict.OK}),
         # a SHOULD case that fails is NON-STRICT; the Task API case is a MUST
         (500, {"discovery.list-environments": Verdict.NON_STRICT,
                "discovery.identity": Verdict.NON_STRICT,
@@ -168,4 +168,8 @@ def test_the_suite_applies_the_same_rule(start: Start, status: int,
         )
         assert found["discovery.identity"].detail.endswith(
             "; no /list_environments (404): no advertised names"
+        )
+        assert found["task-api.catalog-or-501"].detail == (
+            "task_api unsupported, 0 splits (no /list_environments (404): the server predates "
+            "the Task API)"
         )
