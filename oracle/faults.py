@@ -40,6 +40,8 @@ class Faults:
     nondeterministic_reset: bool = False
     flaky_capacity: int | None = None
     factory_error: bool = False
+    #: Status of `GET /list_environments`; 404 also removes the Task API (openenv-core 0.3.0).
+    inventory_status: int | None = None
 
     def describe(self) -> list[str]:
         """The profiles in their command-line spelling, for logs and `--json` output."""
@@ -88,6 +90,12 @@ def _seconds(name: str, text: str) -> float:
     return value
 
 
+def _status(name: str, text: str) -> int:
+    if not re.fullmatch(r"\d{3}", text) or not 400 <= int(text) <= 599:
+        raise FaultError(f"{name}={text}: expected an HTTP error status between 400 and 599")
+    return int(text)
+
+
 def _env_var(name: str, text: str) -> str:
     if not _ENV_VAR.fullmatch(text):
         raise FaultError(
@@ -111,6 +119,7 @@ _SPECS: Mapping[str, _Spec] = {spec.name: spec for spec in (
     _Spec("nondeterministic-reset", "nondeterministic_reset", "none"),
     _Spec("flaky-capacity", "flaky_capacity", "required", lambda n, t: _count(n, t, 1)),
     _Spec("factory-error", "factory_error", "none"),
+    _Spec("inventory-status", "inventory_status", "required", _status),
 )}
 
 FAULT_NAMES: tuple[str, ...] = tuple(_SPECS)

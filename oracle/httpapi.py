@@ -158,8 +158,25 @@ def _match(path: str) -> tuple[str, Callable[[ServerContext, Request], Response]
     return None
 
 
+def _without_inventory(ctx: ServerContext, path: str) -> Response | None:
+    """The `inventory-status` fault: `/list_environments` answers that status; with 404 the
+    Task API routes are gone too, as on a server older than OpenEnv 0.5 (the OpenAPI
+    document still lists them)."""
+    status = ctx.faults.inventory_status
+    if status is None:
+        return None
+    if path == "/list_environments":
+        return NOT_FOUND if status == 404 else json_response(status, {"detail": "inventory fault"})
+    if status == 404 and path not in ROUTES and _match(path) is not None:
+        return NOT_FOUND
+    return None
+
+
 def handle(ctx: ServerContext, request: Request) -> Response:
     """Route and answer one HTTP request (authentication is checked by the caller)."""
+    faulted = _without_inventory(ctx, request.path)
+    if faulted is not None:
+        return faulted
     matched = _match(request.path)
     if matched is None:
         if request.path.endswith("/") and _match(request.path.rstrip("/")) is not None:

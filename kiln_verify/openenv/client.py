@@ -51,10 +51,17 @@ from kiln_verify.openenv.credentials import (
     redact,
 )
 from kiln_verify.openenv.hints import connection_hint, status_hint
-from kiln_verify.openenv.identity import DiscoveryDocuments, EnvironmentIdentity, build_identity
+from kiln_verify.openenv.identity import (
+    INVENTORY_ABSENT_STATUS,
+    DiscoveryDocuments,
+    EnvironmentIdentity,
+    build_identity,
+)
 from kiln_verify.openenv.session import Session
 from kiln_verify.openenv.urls import EnvironmentUrl, normalize_base_url
 from kiln_verify.openenv.wire import ErrorCode, Observation
+
+_INVENTORY_ABSENT = frozenset({INVENTORY_ABSENT_STATUS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,18 +235,27 @@ class OpenEnvClient:
     async def inspect(self) -> Inspection:
         """Health, then the four discovery documents concurrently; identity and schema.
 
-        ``/list_environments`` must answer 200 (OpenEnv 0.10.0 serves it, and Kiln's
-        inspection requires it); a server without it fails inspection rather than
-        getting an identity that Kiln would never compute.
+        A 404 on ``/list_environments`` means the server predates that route (openenv-core
+        0.3.0, openenv 0.3.1 and 0.4.0, all still deployed): the identity then advertises
+        no names and the discovery preimage records ``null`` there (docs/contract.md,
+        "Servers without /list_environments"). Kiln's own inspection fails on that 404;
+        we depart from it so that such servers can be inspected, collected from and
+        replayed. Any other status still fails inspection.
         """
         await self.health()
         metadata, schema, environments, openapi = await asyncio.gather(
             self.request_json("GET", "/metadata"),
             self.request_json("GET", "/schema"),
-            self.request_json("GET", "/list_environments"),
+            self.request_json("GET", "/list_environments", allow=_INVENTORY_ABSENT),
             self.request_json("GET", "/openapi.json"),
         )
-        documents = DiscoveryDocuments(metadata[1], schema[1], environments[1], openapi[1])
+        documents = DiscoveryDocuments(
+            metadata[1],
+            schema[1],
+            environments[1],
+            openapi[1],
+            inventory_route=environments[0] != INVENTORY_ABSENT_STATUS,
+        )
         identity = build_identity(
             base_url=self.url.base_url,
             websocket_url=self.url.websocket_url,

@@ -4,7 +4,8 @@ An identity pins *which* environment a run talked to: the URLs, how we authentic
 (never the token), the typed metadata, and two content digests over the raw discovery
 documents (kiln-openenv-contract §4). Comparing two identities names the fields that
 changed, which is how a long collection or a replay notices that the server under it
-was redeployed.
+was redeployed. A server that predates ``/list_environments`` (404) advertises no names:
+its identity lists ``[]`` and its discovery preimage holds ``null`` for that document.
 """
 
 from __future__ import annotations
@@ -60,23 +61,47 @@ class EnvironmentIdentity(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
+#: The status that says a server predates ``GET /list_environments`` (openenv-core 0.3.0,
+#: openenv 0.3.1 and 0.4.0 have no such route; 0.5.0 added it). Any other non-200 status
+#: is a failure, as before.
+INVENTORY_ABSENT_STATUS: Final = 404
+
+
 @dataclass(frozen=True, slots=True)
 class DiscoveryDocuments:
-    """The four raw discovery bodies, parsed but otherwise untouched."""
+    """The four raw discovery bodies, parsed but otherwise untouched.
+
+    ``inventory_route`` is false when ``/list_environments`` answered 404: the server
+    predates the route, so there is no fourth document. ``environments`` is then ``None``
+    and the preimage records JSON ``null`` there -- a value no server can send in its
+    place (a 200 ``null`` body is refused), so "no route" and "an empty list" keep
+    different digests.
+    """
 
     metadata: Any
     environment_schema: Any
     environments: Any
     openapi: Any
+    inventory_route: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.inventory_route and self.environments is not None:
+            raise ValueError("a server without /list_environments has no environments document")
 
     def preimage(self) -> dict[str, Any]:
         return {
             "schema": DISCOVERY_SCHEMA,
             "metadata": self.metadata,
             "environment_schema": self.environment_schema,
-            "environments": self.environments,
+            "environments": self.environments if self.inventory_route else None,
             "openapi": self.openapi,
         }
+
+    def advertised_names(self) -> list[str]:
+        """The advertised environment names; none (``[]``) without the inventory route."""
+        if not self.inventory_route:
+            return []
+        return environment_names(self.environments)
 
 
 def _schema_parts(document: Any) -> dict[str, Any]:
@@ -143,7 +168,7 @@ def build_identity(
         websocket_url=websocket_url,
         authentication="bearer" if authenticated else "none",
         openapi_version=_openapi_version(documents.openapi),
-        environments=environment_names(documents.environments),
+        environments=documents.advertised_names(),
         metadata=_metadata(documents.metadata),
         schema_sha256=str(canonical_digest(schema)),
         discovery_sha256=str(canonical_digest(documents.preimage())),

@@ -4,7 +4,10 @@ Discovery only: the catalog lists an environment's splits and one page of task r
 person can see what a server offers. Rows are untrusted peer data and are returned for
 display only; nothing here ever turns a row into reset data. HTTP 501 on ``splits`` is a
 conforming answer (an environment without a task provider) and yields
-``task_api: "unsupported"``.
+``task_api: "unsupported"``; so does HTTP 404 on ``/list_environments``, a server that
+predates the Task API altogether (openenv-core 0.3.0, openenv 0.3.1 and 0.4.0). Such a
+server lists no names, so its catalog is named by its ``/metadata`` name, the name the
+rollout records use.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from kiln_verify.limits import (
     MAX_TASK_PAGE,
 )
 from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.identity import environment_names
+from kiln_verify.openenv.identity import INVENTORY_ABSENT_STATUS, environment_names
 
 NOT_IMPLEMENTED = frozenset({501})
+_INVENTORY_ABSENT = frozenset({INVENTORY_ABSENT_STATUS})
 
 
 class TaskSplit(BaseModel):
@@ -94,6 +98,29 @@ def _splits(document: Any) -> list[TaskSplit]:
     return out
 
 
+async def _predates_task_api(client: OpenEnvClient, wanted: str | None) -> TaskCatalog:
+    """The catalog of a server without ``/list_environments``: its metadata name, no API.
+
+    A requested name must be that name (case-insensitive, as the Task API matches names),
+    so a typo is still an error rather than a catalog of some other environment.
+    """
+    _, metadata = await client.request_json("GET", "/metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str) or not 1 <= len(name.encode("utf-8", "surrogatepass")) <= (
+        MAX_SELECTOR_BYTES
+    ):
+        raise TaskApiInvalid(
+            f"/metadata must name the environment (a string of 1..{MAX_SELECTOR_BYTES} bytes) "
+            "on a server without /list_environments"
+        )
+    if wanted is not None and wanted.lower() != name.lower():
+        raise TaskApiInvalid(
+            f"environment {snippet(wanted)} is not listed; the server predates "
+            f"/list_environments and names itself {snippet(name)}"
+        )
+    return TaskCatalog(environment_name=name, task_api="unsupported", splits=[])
+
+
 async def task_catalog(
     client: OpenEnvClient,
     environment_name: str | None = None,
@@ -111,7 +138,11 @@ async def task_catalog(
     if split is not None:
         _selector(split, "the split")
     await client.health()
-    _, listed = await client.request_json("GET", "/list_environments")
+    status, listed = await client.request_json(
+        "GET", "/list_environments", allow=_INVENTORY_ABSENT
+    )
+    if status == INVENTORY_ABSENT_STATUS:
+        return await _predates_task_api(client, environment_name)
     try:
         names = environment_names(listed)
     except Exception as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_kiln.cases.context import CaseContext, compile_action_schema
-from pytest_kiln.cases.model import ANY_STATUS, CheckFailed, describe
+from pytest_kiln.cases.model import ANY_STATUS, CheckFailed, NotApplicable, describe
 
 
 async def check_health(ctx: CaseContext) -> str | None:
@@ -45,7 +45,18 @@ async def check_schema_shape(ctx: CaseContext) -> str | None:
 
 
 async def check_list_environments(ctx: CaseContext) -> str | None:
-    document = await _document(ctx, "/list_environments")
+    """SKIPPED on 404, a server that predates the route: the same rule the client applies
+    when it inspects (``identity.INVENTORY_ABSENT_STATUS``), so suite and CLI agree."""
+    from kiln_verify.openenv.identity import INVENTORY_ABSENT_STATUS
+
+    client = await ctx.client()
+    status, document = await client.request_json("GET", "/list_environments", allow=ANY_STATUS)
+    if status == INVENTORY_ABSENT_STATUS:
+        raise NotApplicable(
+            "no /list_environments (404): the server predates the route (OpenEnv before 0.5)"
+        )
+    if status != 200:
+        raise CheckFailed(f"GET /list_environments answered HTTP {status}, expected 200")
     if not (isinstance(document, list) and document and all(isinstance(n, str) for n in document)):
         raise CheckFailed("/list_environments is not a non-empty JSON array of names")
     return None
@@ -70,7 +81,10 @@ async def check_identity(ctx: CaseContext) -> str | None:
         inspection = await client.inspect()
     except Exception as exc:
         raise CheckFailed(f"inspection failed ({describe(exc)})") from None
-    return f"schema_sha256 {inspection.identity.schema_sha256}"
+    detail = f"schema_sha256 {inspection.identity.schema_sha256}"
+    if not inspection.documents.inventory_route:
+        detail += "; no /list_environments (404): no advertised names"
+    return detail
 
 
 async def check_action_schema(ctx: CaseContext) -> str | None:

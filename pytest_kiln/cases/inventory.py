@@ -148,7 +148,8 @@ CASES: tuple[Case, ...] = (
          "A step after done=true keeps done=true or is refused with a recoverable error.",
          check_post_done),
     Case("task-api.catalog-or-501", MUST, _clause("4"),
-         "The Task API answers a valid catalog or 501 (unsupported).", check_task_api),
+         "The Task API answers a valid catalog or 501 (unsupported); 404 on "
+         "/list_environments means a server that predates it (unsupported).", check_task_api),
     Case("mcp.http-response-shape", MUST, _clause("2.6"),
          "POST /mcp {} answers HTTP 200 with a JSON-RPC 2.0 error -32600.",
          mcp.check_http_response_shape),

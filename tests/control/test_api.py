@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from kiln_verify.limits import MAX_CONTROL_REQUEST_BYTES
+from oracle.runner import ServerConfig, start_server
 from oracle.runner import ServerHandle as OracleHandle
 from tests.control.support import control_server, small_request, wait_terminal
 
@@ -299,3 +300,22 @@ def test_a_disabled_control_plane_refuses_new_work(tmp_path: Path, bandit: Oracl
             == "openenv_disabled"
         )
         assert http.get("/v1/openenv/runs").json()["runs"] == []
+
+
+def test_inspect_and_tasks_of_a_server_without_the_inventory_route(http: httpx.Client) -> None:
+    """404 on /list_environments (OpenEnv before 0.5): no names, `task_api` unsupported."""
+    old = start_server(ServerConfig("bandit", faults=("inventory-status=404",)))
+    try:
+        inspected = http.post("/v1/openenv/inspect", json={"environment_urls": [old.base_url]})
+        assert inspected.status_code == 200, inspected.text
+        assert inspected.json()["environments"][0]["identity"]["environments"] == []
+        catalog = http.post("/v1/openenv/tasks", json={"environment_urls": [old.base_url]})
+        assert catalog.status_code == 200, catalog.text
+        assert catalog.json()["catalogs"][0]["catalog"] == {
+            "environment_name": "BanditEnvironment", "task_api": "unsupported", "splits": []}
+        wrong = http.post("/v1/openenv/tasks", json={"environment_urls": [old.base_url],
+                                                      "environment_name": "bandit_env"})
+        assert wrong.status_code == 400
+        assert _code(wrong) == "openenv_invalid_task_selection"
+    finally:
+        old.stop()

@@ -54,6 +54,7 @@ def test_parse_every_profile() -> None:
             "nondeterministic-reset",
             "flaky-capacity=4",
             "factory-error",
+            "inventory-status=404",
         ]
     )
     assert faults == Faults(
@@ -69,6 +70,7 @@ def test_parse_every_profile() -> None:
         nondeterministic_reset=True,
         flaky_capacity=4,
         factory_error=True,
+        inventory_status=404,
     )
     assert parse_faults(faults.describe()) == faults
     assert parse_faults(["unsolicited-frame"]).unsolicited_frame == DEFAULT_UNSOLICITED_SECONDS
@@ -90,6 +92,10 @@ def test_parse_every_profile() -> None:
         ("delay-step=nan", "expected seconds"),
         ("delay-step=-1", "expected seconds"),
         ("require-bearer=s3cr3t-token!", "NAME of an environment variable"),
+        ("inventory-status", "needs a value"),
+        ("inventory-status=399", "between 400 and 599"),
+        ("inventory-status=600", "between 400 and 599"),
+        ("inventory-status=4040", "between 400 and 599"),
     ],
 )
 def test_parse_errors_name_the_fix(profile: str, message: str) -> None:
@@ -358,3 +364,17 @@ def test_concurrent_faulty_sessions_all_release(start: Start) -> None:
     for thread in threads:
         thread.join(10)
     wait_until(lambda: server.active_sessions == 0)
+
+
+@pytest.mark.parametrize("status", [404, 500])
+def test_inventory_status(start: Start, status: int) -> None:
+    """404: no inventory and no Task API, as openenv-core 0.3.0; other codes: only the list."""
+    base = start(faults=[f"inventory-status={status}"]).base_url
+    listed = httpx.get(base + "/list_environments")
+    assert listed.status_code == status
+    assert listed.content == (
+        b'{"detail":"Not Found"}' if status == 404 else b'{"detail":"inventory fault"}'
+    )
+    assert httpx.get(base + "/tiny_env/splits").status_code == (404 if status == 404 else 501)
+    for path in ("/health", "/metadata", "/schema", "/openapi.json"):
+        assert httpx.get(base + path).status_code == 200, path
