@@ -74,22 +74,9 @@ def inspect_collect_verify_replay(url: str, workdir: Path,
     )
 
 
-class EpisodeIdDrift(AssertionError):
-    """Replay stopped only because ``State.episode_id`` is a fresh uuid per reset.
-
-    Raised (and expected, ``xfail(raises=EpisodeIdDrift, strict=True)``) until replay
-    treats ``episode_id`` as volatile (``kiln_verify/openenv/volatile.py``, issue 13
-    part 1); any other replay failure is an ordinary assertion error and fails the test.
-    """
-
-
 def expect_clean_replay(run: CliRun) -> dict[str, Any]:
-    """The replay report of a clean replay; :class:`EpisodeIdDrift` when the only thing
-    that stopped it was the episode id."""
-    if run.returncode == 1:
-        drift = run.json().get("error", {}).get("drift", {})
-        if drift.get("field") == "final_state.episode_id":
-            raise EpisodeIdDrift(run.explain())
+    """The replay report of a clean replay (a fresh uuid ``episode_id`` per reset is
+    session identity, not drift: ``kiln_verify/openenv/volatile.py``)."""
     assert run.returncode == 0, run.explain()
     report: dict[str, Any] = run.json()
     return report

@@ -23,7 +23,6 @@ pytest.importorskip("openenv")
 
 from tests.interop.behaviour_kit import rows_by_endpoint, run_suite
 from tests.interop.cli_pipeline import (
-    EpisodeIdDrift,
     Pipeline,
     expect_clean_replay,
     inspect_collect_verify_replay,
@@ -115,9 +114,6 @@ def test_rollout_and_verify(pipeline: Pipeline) -> None:
     assert (report["groups"], report["rollouts"], report["environment_exchanges"]) == (8, 32, 256)
 
 
-@pytest.mark.xfail(raises=EpisodeIdDrift, strict=True,
-                   reason="replay compares State.episode_id exactly until the volatile rule "
-                          "(issue 13 part 1, kiln_verify/openenv/volatile.py) reaches replay")
 def test_replay_is_clean(pipeline: Pipeline) -> None:
     report = expect_clean_replay(pipeline.replay)
     assert (report["groups"], report["rollouts"], report["environment_exchanges"]) == (8, 32, 256)
