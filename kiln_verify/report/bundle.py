@@ -225,10 +225,12 @@ def _error_tables(env: EnvironmentFacts) -> list[Block]:
             )
         )
     if env.protocol_codes:
-        rows = tuple(
+        pairs = tuple(
             (Cell(code), Cell.num(count, "bad")) for code, count in _top(env.protocol_codes)
         )
-        blocks.append(Table("Protocol error codes that ended episodes", ("code", "episodes"), rows))
+        blocks.append(
+            Table("Protocol error codes that ended episodes", ("code", "episodes"), pairs)
+        )
     return blocks
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.rollout import ScoredRollout
 from kiln_verify.openenv.records.stats import StatsAccumulator
-from kiln_verify.openenv.records.summary import RolloutRecord, RolloutStats, RolloutSummary
+from kiln_verify.openenv.records.summary import RolloutStats, RolloutSummary
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.observer import VerifiedCandidate
 from kiln_verify.openenv.verify.stats import check_stats
@@ -137,10 +137,41 @@ class FactCollector:
         return self.groups
 
 
-def _record(values: Mapping[str, Any]) -> RolloutRecord:
-    """The record pass 1 validated, rebuilt without validating it again (the verifier's
-    pass 2 hands out exactly the validated objects; summary_pass.py)."""
-    return RolloutRecord.model_construct(**values)
+class _RecordView:
+    """A summary record as the verifier handed it: the JSON object pass 1 validated as a
+    ``RolloutRecord`` (same values and types; summary_pass.py), read without validating or
+    copying it a third time."""
+
+    __slots__ = (
+        "candidate_index",
+        "capacity_retries",
+        "episode_return",
+        "group_index",
+        "model_latency_ms",
+        "model_tokens",
+        "protocol_error_code",
+        "recoverable_protocol_errors",
+        "seed",
+        "steps",
+        "termination",
+    )
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.group_index: int = values["group_index"]
+        self.candidate_index: int = values["candidate_index"]
+        self.seed: int = values["seed"]
+        self.steps: int = values["steps"]
+        self.episode_return: float = values["episode_return"]
+        self.termination: str = values["termination"]
+        self.recoverable_protocol_errors: int = values["recoverable_protocol_errors"]
+        self.capacity_retries: int = values["capacity_retries"]
+        self.model_tokens: int = values["model_tokens"]
+        self.model_latency_ms: float = values["model_latency_ms"]
+        self.protocol_error_code: str | None = values.get("protocol_error_code")
+
+
+def _record(values: Mapping[str, Any]) -> _RecordView:
+    return _RecordView(values)
 
 
 def gather(

@@ -13,6 +13,7 @@ goes into a fenced block whose fence is longer than any backtick run inside it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from kiln_verify.report.document import (
     Block,
@@ -54,7 +55,7 @@ def _cell(cell: Cell) -> str:
     return f"{mark}{text}{mark}" if text and mark else text
 
 
-def _table(caption: str, columns: tuple[str, ...], rows: list[tuple[Cell, ...]]) -> list[str]:
+def _table(caption: str, columns: tuple[str, ...], rows: Sequence[tuple[Cell, ...]]) -> list[str]:
     lines = [f"*{escape_markdown(caption)}*", ""]
     lines.append("| " + " | ".join(escape_markdown(column) for column in columns) + " |")
     aligns = (" ---: " if numeric else " --- " for numeric in _numeric(rows, len(columns)))
@@ -64,7 +65,7 @@ def _table(caption: str, columns: tuple[str, ...], rows: list[tuple[Cell, ...]])
     return lines
 
 
-def _numeric(rows: list[tuple[Cell, ...]], width: int) -> list[bool]:
+def _numeric(rows: Sequence[tuple[Cell, ...]], width: int) -> list[bool]:
     if not rows:
         return [False] * width
     return [all(row[i].numeric for row in rows) for i in range(width)]

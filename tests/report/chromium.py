@@ -216,11 +216,11 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     offset, idat, header = 8, b"", b""
     while offset < len(data):
         length = int.from_bytes(data[offset : offset + 4], "big")
-        kind = data[offset + 4 : offset + 8]
+        chunk = data[offset + 4 : offset + 8]
         body = data[offset + 8 : offset + 8 + length]
-        if kind == b"IHDR":
+        if chunk == b"IHDR":
             header = body
-        elif kind == b"IDAT":
+        elif chunk == b"IDAT":
             idat += body
         offset += 12 + length
     width, height = int.from_bytes(header[0:4], "big"), int.from_bytes(header[4:8], "big")

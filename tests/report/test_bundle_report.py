@@ -67,8 +67,8 @@ def test_the_same_bundle_gives_the_same_bytes_anywhere(tmp_path: Path) -> None:
     first = build_bundle(tmp_path / "a" / "deep", groups=10, group_size=3)
     second = build_bundle(tmp_path / "b", groups=10, group_size=3)
     for output_format in ("html", "markdown"):
-        one = engine.bundle_report(first.summary, output_format=output_format).data  # type: ignore[arg-type]
-        two = engine.bundle_report(second.summary, output_format=output_format).data  # type: ignore[arg-type]
+        one = engine.bundle_report(first.summary, output_format=output_format).data
+        two = engine.bundle_report(second.summary, output_format=output_format).data
         assert one == two
     html = engine.bundle_report(first.summary).data
     markdown = engine.bundle_report(first.summary, output_format="markdown").data

@@ -54,7 +54,7 @@ def test_a_receipt_that_does_not_match_its_bundles_is_refused(
     with pytest.raises(KilnError) as failure:
         load_evaluation(forged, base, cand)
     assert failure.value.code == "evaluation_pairing_mismatch"
-    assert failure.value.location == "evidence"
+    assert failure.value.to_dict()["location"] == "evidence"
 
 
 def test_same_inputs_same_bytes(evaluation: tuple[Path, Path, Path]) -> None:

@@ -59,3 +59,10 @@ def test_every_clause_cites_a_shipped_document_and_section() -> None:
         assert document.is_file(), clause
         wanted = section.removeprefix("§ ") if section.startswith("§ ") else section
         assert wanted in _sections(document), clause
+
+
+def test_ci_installs_chromium_and_requires_the_browser_tests() -> None:
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "apt-get install -y -q chromium" in script
+    assert "export KILN_REQUIRE_BROWSER=1" in script
+    assert script.index("KILN_REQUIRE_BROWSER") < script.index('for command in "${commands[@]}"')
