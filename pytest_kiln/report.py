@@ -27,6 +27,17 @@ from kiln_verify.report.conformance_input import summary_line as _summary_line
 if TYPE_CHECKING:
     from pytest_kiln.cases import CaseResult
 
+__all__ = [
+    "REPORT_FORMAT",
+    "VERDICTS",
+    "RecordedResult",
+    "build_report",
+    "endpoint_table",
+    "summary_counts",
+    "summary_line",
+    "write_report",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class RecordedResult:
