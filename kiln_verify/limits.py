@@ -381,3 +381,36 @@ MAX_SERVER_POLICIES: Final = 64
 MAX_CANCEL_WAIT_S: Final = 10.0
 """How long ``DELETE /v1/openenv/runs/<id>`` waits for an active run to stop before it
 answers with the still-stopping status (cancellation stays cooperative)."""
+
+# --- reports (kiln_verify.report; docs/reports.md) ---------------------------------------
+
+REPORT_HISTOGRAM_BINS: Final = 10
+"""Equal-width bins of a return histogram (and of the non-zero group spreads): enough to
+show a distribution's shape, few enough that every bin's count stays readable."""
+
+REPORT_TOP_ERROR_CODES: Final = 10
+"""Harness and protocol error codes listed per report, most frequent first."""
+
+REPORT_EXCERPT_CHARS: Final = 2000
+"""Characters of one peer-supplied text (an observation, an action, an error message, a
+failure's evidence) a report quotes; longer text is cut and says how much was left out."""
+
+REPORT_EXAMPLE_SEGMENTS: Final = 12
+"""Trajectory segments shown of one example episode (the rest are counted, not shown)."""
+
+REPORT_CHART_LABELLED_BARS: Final = 40
+"""Up to this many bars a chart writes each bar's value and category under it; beyond,
+the values are in the chart's table (always) and in each bar's tooltip."""
+
+REPORT_MAX_CONFORMANCE_BYTES: Final = 64 * MiB
+"""A ``kiln.conformance-report.v1`` JSON read by ``openenv report --conformance``: 47 cases
+on every one of hundreds of endpoints fits in a few MiB; the bound only refuses a file
+that could not be a report."""
+
+REPORT_ZERO_VARIANCE_WARN_FRACTION: Final = 0.5
+"""A bundle report warns when more than this fraction of its groups have no reward
+variance (every candidate scored the same: GRPO's group-relative advantage is zero, so
+such a group trains nothing)."""
+
+REPORT_MAX_RECEIPT_BYTES: Final = 1 * MiB
+"""An evaluation receipt read by ``openenv report --receipt`` (ours are about 2 KiB)."""

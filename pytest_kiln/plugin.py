@@ -8,7 +8,11 @@ Options (group ``kiln``; each has an ini key, and the command line wins):
 - ``--kiln-openenv-url URL`` (repeatable; ini ``kiln_openenv_urls``, one URL a line)
 - ``--kiln-oracle NAMES`` (comma-separated oracle server names or ``all``; ini ``kiln_oracle``)
 - ``--kiln-credential-env NAME`` (ini ``kiln_credential_env``)
-- ``--kiln-report PATH`` (ini ``kiln_report``; must not exist yet)
+- ``--kiln-report PATH`` (ini ``kiln_report``; JSON; must not exist yet, by default)
+- ``--kiln-report-html PATH`` (ini ``kiln_report_html``; the same report as one
+  self-contained HTML page; must not exist yet, by default)
+- ``--kiln-report-overwrite`` (ini ``kiln_report_overwrite``): replace existing report files
+  atomically, as ``--junitxml`` does; without it an existing path is a usage error
 - ``--kiln-capacity-probe N`` (ini ``kiln_capacity_probe``; sessions the capacity cases
   open at most, default 64)
 
@@ -59,6 +63,8 @@ URL_OPTION = "--kiln-openenv-url"
 ORACLE_OPTION = "--kiln-oracle"
 CREDENTIAL_OPTION = "--kiln-credential-env"
 REPORT_OPTION = "--kiln-report"
+REPORT_HTML_OPTION = "--kiln-report-html"
+REPORT_OVERWRITE_OPTION = "--kiln-report-overwrite"
 CAPACITY_PROBE_OPTION = "--kiln-capacity-probe"
 MARKER = "kiln"
 MARKER_DOC = (
@@ -75,6 +81,8 @@ class KilnSettings:
     oracles: list[str] = field(default_factory=list)
     credential_env: str | None = None
     report_path: str | None = None
+    report_html_path: str | None = None
+    report_overwrite: bool = False
     #: ``--kiln-capacity-probe``; ``None`` means the suite's default.
     capacity_probe: int | None = None
     results: list[RecordedResult] = field(default_factory=list)
@@ -108,7 +116,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(CREDENTIAL_OPTION, dest="kiln_credential_env", default=None,
                     metavar="NAME", help="Environment variable holding a bearer token.")
     group.addoption(REPORT_OPTION, dest="kiln_report", default=None, metavar="PATH",
-                    help="Write the JSON conformance report here (must not exist).")
+                    help="Write the JSON conformance report here (must not exist, unless "
+                         f"{REPORT_OVERWRITE_OPTION}).")
+    group.addoption(REPORT_HTML_OPTION, dest="kiln_report_html", default=None, metavar="PATH",
+                    help="Write the conformance report as one self-contained HTML page here "
+                         f"(must not exist, unless {REPORT_OVERWRITE_OPTION}).")
+    group.addoption(REPORT_OVERWRITE_OPTION, dest="kiln_report_overwrite", action="store_true",
+                    default=None, help="Replace existing report files atomically (default: "
+                                       "an existing report path is refused).")
     group.addoption(CAPACITY_PROBE_OPTION, dest="kiln_capacity_probe", default=None,
                     metavar="N", help="Concurrent sessions the capacity cases open at most "
                                       "(default 64).")
@@ -118,6 +133,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("kiln_credential_env", "Environment variable holding a bearer token",
                   default="")
     parser.addini("kiln_report", "JSON conformance report path", default="")
+    parser.addini("kiln_report_html", "HTML conformance report path", default="")
+    parser.addini("kiln_report_overwrite", "Replace existing report files", type="bool",
+                  default=False)
     parser.addini("kiln_capacity_probe", "Sessions the capacity cases open at most",
                   default="")
 
@@ -175,15 +193,32 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.credential_env = _option(config, "kiln_credential_env")
     probe = _option(config, "kiln_capacity_probe")
     settings.capacity_probe = _capacity_probe(probe) if probe is not None else None
-    report = _option(config, "kiln_report")
-    if report is not None:
-        report = os.path.abspath(str(report))
-        if os.path.lexists(report):
-            raise pytest.UsageError(
-                f"{REPORT_OPTION} {report} already exists; reports are never overwritten: "
-                "remove it or choose a new path"
-            )
-        settings.report_path = report
+    overwrite = config.getoption("kiln_report_overwrite")
+    settings.report_overwrite = bool(
+        overwrite if overwrite is not None else config.getini("kiln_report_overwrite")
+    )
+    settings.report_path = _report_path(config, "kiln_report", REPORT_OPTION, settings)
+    settings.report_html_path = _report_path(
+        config, "kiln_report_html", REPORT_HTML_OPTION, settings
+    )
+    if settings.report_path is not None and settings.report_path == settings.report_html_path:
+        raise pytest.UsageError(f"{REPORT_OPTION} and {REPORT_HTML_OPTION} name the same file")
+
+
+def _report_path(
+    config: pytest.Config, dest: str, option: str, settings: KilnSettings
+) -> str | None:
+    """An absolute report path; an existing one is refused unless overwriting."""
+    report = _option(config, dest)
+    if report is None:
+        return None
+    report = os.path.abspath(str(report))
+    if os.path.lexists(report) and not settings.report_overwrite:
+        raise pytest.UsageError(
+            f"{option} {report} already exists; reports are not overwritten by default: "
+            f"remove it or choose a new path (or pass {REPORT_OVERWRITE_OPTION})"
+        )
+    return report
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -191,7 +226,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if not (settings.urls or settings.oracles):
         return None
     names = [spec.id for spec in settings.endpoints]
-    return f"kiln: endpoints={', '.join(names)}; report={settings.report_path or 'none'}"
+    reports = [path for path in (settings.report_path, settings.report_html_path) if path]
+    return f"kiln: endpoints={', '.join(names)}; report={', '.join(reports) or 'none'}"
 
 
 def marker_options(item_or_markers: Any) -> dict[str, Any]:
@@ -277,13 +313,18 @@ def kiln_record(request: pytest.FixtureRequest) -> Any:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     settings = kiln_settings(session.config)
-    if settings.report_path is None or not settings.results:
+    if (settings.report_path is None and settings.report_html_path is None) or not settings.results:
         return
     from kiln_verify.errors import KilnError
     from pytest_kiln.report import write_report
 
     try:
-        write_report(settings.report_path, settings.results)
+        write_report(
+            settings.report_path,
+            settings.results,
+            html_path=settings.report_html_path,
+            overwrite=settings.report_overwrite,
+        )
     except KilnError as exc:
         settings.report_error = f"{exc.code}: {exc.rule}"
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -293,9 +334,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     settings = kiln_settings(config)
     if not settings.results:
         return
-    from pytest_kiln.report import summary_counts, summary_line
+    from pytest_kiln.report import endpoint_table, summary_counts, summary_line
 
     terminalreporter.section("kiln conformance")
+    for line in endpoint_table(settings.results):
+        terminalreporter.write_line(line)
     for item in sorted(settings.results, key=lambda r: (r.endpoint_id, r.result.case_id)):
         result = item.result
         if result.verdict.value != "OK":
@@ -304,6 +347,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             )
     if settings.report_error is not None:
         terminalreporter.write_line(f"kiln report NOT written: {settings.report_error}")
-    elif settings.report_path is not None:
-        terminalreporter.write_line(f"kiln report written to {settings.report_path}")
+    else:
+        for path in (settings.report_path, settings.report_html_path):
+            if path is not None:
+                terminalreporter.write_line(f"kiln report written to {path}")
     terminalreporter.write_line(summary_line(summary_counts(settings.results)))

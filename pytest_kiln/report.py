@@ -1,9 +1,13 @@
 """The conformance report: verdicts per endpoint and case, summary counts, atomic publication.
 
-The report is ``kiln.conformance-report.v1`` JSON, written once at the end of the run with
-:func:`kiln_verify.core.publish.publish_bytes`, which never overwrites: an existing path is
-refused up front by the plugin (a usage error naming the fix), so a report can never be
-half-written or silently replace an earlier one.
+The report is ``kiln.conformance-report.v1`` JSON (read back strictly by
+:mod:`kiln_verify.report.conformance_input`, which owns the format's name, verdict order
+and summary line), optionally with its HTML rendering beside it (``--kiln-report-html``),
+written once at the end of the run, together or not at all. By default neither file is
+ever overwritten: an existing path is refused up front by the plugin (a usage error naming
+the fix), so a report can never be half-written or silently replace an earlier one.
+``--kiln-report-overwrite`` chooses pytest's ``--junitxml`` behaviour instead: an existing
+file is replaced atomically (a reader sees the old report or the new one).
 """
 
 from __future__ import annotations
@@ -16,11 +20,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kiln_verify.report.conformance_input import CONFORMANCE_FORMAT as REPORT_FORMAT
+from kiln_verify.report.conformance_input import VERDICTS
+from kiln_verify.report.conformance_input import summary_line as _summary_line
+
 if TYPE_CHECKING:
     from pytest_kiln.cases import CaseResult
 
-REPORT_FORMAT = "kiln.conformance-report.v1"
-VERDICTS: tuple[str, ...] = ("OK", "NON-STRICT", "FAILED", "INFORMATIONAL", "SKIPPED")
+__all__ = [
+    "REPORT_FORMAT",
+    "VERDICTS",
+    "RecordedResult",
+    "build_report",
+    "endpoint_table",
+    "summary_counts",
+    "summary_line",
+    "write_report",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,15 +56,32 @@ def summary_counts(results: Iterable[RecordedResult]) -> dict[str, int]:
 
 def summary_line(counts: Mapping[str, int]) -> str:
     """``kiln conformance: 17 OK, 1 NON-STRICT, 0 FAILED`` (+ skipped/informational if any)."""
-    parts = [
-        f"{counts['OK']} OK",
-        f"{counts['NON-STRICT']} NON-STRICT",
-        f"{counts['FAILED']} FAILED",
+    return _summary_line({verdict: counts.get(verdict, 0) for verdict in VERDICTS})
+
+
+def endpoint_table(results: Iterable[RecordedResult]) -> list[str]:
+    """The terminal's per-endpoint summary: one aligned row of verdict counts per endpoint."""
+    per: dict[str, Counter[str]] = {}
+    for item in results:
+        per.setdefault(item.endpoint_id, Counter())[item.result.verdict.value] += 1
+    header = ["endpoint", *VERDICTS, "conforming"]
+    rows = [
+        [
+            endpoint,
+            *(str(counts.get(v, 0)) for v in VERDICTS),
+            "no" if counts.get("FAILED") else "yes",
+        ]
+        for endpoint, counts in sorted(per.items())
     ]
-    for extra in ("INFORMATIONAL", "SKIPPED"):
-        if counts.get(extra):
-            parts.append(f"{counts[extra]} {extra}")
-    return "kiln conformance: " + ", ".join(parts)
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        cells = [row[0].ljust(widths[0])] + [
+            cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        return "  ".join(cells).rstrip()
+
+    return [line(header), *(line(row) for row in rows)]
 
 
 def build_report(results: list[RecordedResult]) -> dict[str, Any]:
@@ -77,9 +110,34 @@ def build_report(results: list[RecordedResult]) -> dict[str, Any]:
     }
 
 
-def write_report(path: str, results: list[RecordedResult]) -> None:
-    """Publish the report atomically; raises ``TargetExists`` if ``path`` appeared meanwhile."""
-    from kiln_verify.core.jsonio import dumps_pretty
-    from kiln_verify.core.publish import publish_bytes
+def write_report(
+    path: str | None,
+    results: list[RecordedResult],
+    *,
+    html_path: str | None = None,
+    overwrite: bool = False,
+) -> None:
+    """Publish the JSON report and/or its HTML rendering, together or not at all.
 
-    publish_bytes(path, dumps_pretty(build_report(results)))
+    The HTML is rendered from the JSON bytes themselves, read back as
+    ``kiln-verify openenv report --conformance`` reads a file, so the two can never
+    disagree and rendering the file later gives the same bytes. Without ``overwrite`` an
+    existing target is refused (``target_exists``); with it, replaced atomically.
+    """
+    from kiln_verify.core.jsonio import dumps_pretty, loads_object
+    from kiln_verify.limits import REPORT_MAX_CONFORMANCE_BYTES
+    from kiln_verify.openenv.collect.publish import publish_together
+    from kiln_verify.openenv.records.common import validate_record
+    from kiln_verify.report.conformance import conformance_document
+    from kiln_verify.report.conformance_input import ConformanceReport
+    from kiln_verify.report.engine import render
+
+    data = dumps_pretty(build_report(results))
+    files: list[tuple[str, bytes]] = []
+    if path is not None:
+        files.append((path, data))
+    if html_path is not None:
+        value = loads_object(data, max_bytes=REPORT_MAX_CONFORMANCE_BYTES)
+        report = validate_record(ConformanceReport, value)
+        files.append((html_path, render(conformance_document(report)).data))
+    publish_together(files, force=overwrite)

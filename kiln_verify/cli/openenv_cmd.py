@@ -38,6 +38,7 @@ _REGISTERED: dict[str, str] = {
     "status": "kiln_verify.cli.openenv_status",
     "cancel": "kiln_verify.cli.openenv_cancel",
     "artifact": "kiln_verify.cli.openenv_artifact",
+    "report": "kiln_verify.cli.openenv_report",
 }
 """Subcommands defined in their own modules (each with a ``register(app)``), in help order
 after ``inspect`` and ``tasks``."""

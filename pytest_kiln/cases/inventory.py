@@ -73,7 +73,7 @@ CASES: tuple[Case, ...] = (
          check_list_environments),
     Case("discovery.openapi", SHOULD, _clause("1"),
          "GET /openapi.json answers an OpenAPI document with info.version.", check_openapi),
-    Case("discovery.identity", SHOULD, "kiln-openenv-contract.md §8",
+    Case("discovery.identity", SHOULD, _clause("8"),
          "Kiln's inspection (health, four documents, identity digests) succeeds.",
          check_identity),
     Case("schema.action-valid-json-schema", MUST, _clause("3"),

@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     from kiln_verify.errors import RecoverableProtocolError, TerminalProtocolError
     from pytest_kiln.cases.context import CaseContext
 
-PROTOCOL_DOC = "openenv-wire-protocol.md"
+PROTOCOL_DOC = "docs/openenv-protocol.md"
+"""The document every case's clause cites (shipped in the repository)."""
 #: Seconds one raw frame exchange may take before the case counts it as no answer.
 FRAME_TIMEOUT_S = 5.0
 #: Seconds a whole case may take.

@@ -11,7 +11,8 @@ from pytest_kiln.control.context import ControlContext
 
 __all__ = ["CONTROL_CASES", "ControlCase"]
 
-CONTRACT = "kiln-openenv-contract.md"
+CONTRACT = "docs/control-plane.md"
+"""The document every case's clause cites, by section heading (shipped in the repository)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,22 +26,22 @@ class ControlCase:
     check: Callable[[ControlContext], str | None] = field(repr=False)
 
 
-def _clause(section: str) -> str:
-    return f"{CONTRACT} §{section}"
+def _clause(heading: str) -> str:
+    return f"{CONTRACT} § {heading}"
 
 
 CONTROL_CASES: tuple[ControlCase, ...] = (
     ControlCase(
         "runs.list",
         Level.MUST,
-        _clause("12"),
+        _clause("Routes"),
         "GET /v1/openenv/runs is kiln.openenv-run-list.v5, newest first",
         checks.check_list,
     ),
     ControlCase(
         "runs.create",
         Level.MUST,
-        _clause("12"),
+        _clause("Routes"),
         "a new request answers 202 with a v5 status, a UUID run id, the normalized "
         "request and its admission sequence",
         checks.check_create,
@@ -48,7 +49,7 @@ CONTROL_CASES: tuple[ControlCase, ...] = (
     ControlCase(
         "idempotency.replay",
         Level.MUST,
-        _clause("12"),
+        _clause("Idempotency"),
         "an exact retry (also spelled with aliases and explicit defaults) answers 200 "
         "with the original run",
         checks.check_replay,
@@ -56,35 +57,35 @@ CONTROL_CASES: tuple[ControlCase, ...] = (
     ControlCase(
         "idempotency.conflict",
         Level.MUST,
-        _clause("12"),
+        _clause("Idempotency"),
         "the same key with a changed field answers 409 openenv_run_idempotency_conflict",
         checks.check_conflict,
     ),
     ControlCase(
         "idempotency.concurrent",
         Level.MUST,
-        _clause("12"),
+        _clause("Idempotency"),
         f"{checks.CONCURRENT_POSTS} concurrent identical POSTs create exactly one run",
         checks.check_concurrent_create,
     ),
     ControlCase(
         "idempotency.no-key",
         Level.MUST,
-        _clause("12"),
+        _clause("Idempotency"),
         "a request without a key always creates a new run",
         checks.check_no_key,
     ),
     ControlCase(
         "idempotency.key-alphabet",
         Level.MUST,
-        _clause("12"),
+        _clause("Idempotency"),
         "keys are 1..128 of [A-Za-z0-9._:-]; others answer 400 openenv_invalid_idempotency_key",
         checks.check_key_alphabet,
     ),
     ControlCase(
         "artifacts.headers",
         Level.MUST,
-        _clause("12"),
+        _clause("Artifacts: a pathname is not publication"),
         "each manifest artifact is served with Content-Length, a strong quoted-digest "
         "ETag, private/no-store, nosniff and its exact bytes",
         checks.check_artifact_headers,
@@ -92,36 +93,36 @@ CONTROL_CASES: tuple[ControlCase, ...] = (
     ControlCase(
         "artifacts.unknown-kind",
         Level.MUST,
-        _clause("12"),
+        _clause("Artifacts: a pathname is not publication"),
         "a kind missing from the manifest answers 404 openenv_artifact_not_found",
         checks.check_unknown_kind,
     ),
     ControlCase(
         "runs.cancel",
         Level.MUST,
-        _clause("12"),
+        _clause("Routes"),
         "DELETE cancels a live run; a terminal one answers 409, an unknown one 404",
         checks.check_cancel,
     ),
     ControlCase(
         "failure.record",
         Level.MUST,
-        _clause("10"),
+        _clause("Failure records"),
         "a failed run carries a closed kiln.openenv-run-failure.v1 record with code, "
-        "stage and retryable by the §10.2 rules",
+        "stage and retryable by the classification rules",
         checks.check_failure_record,
     ),
     ControlCase(
         "metrics.label-hygiene",
         Level.MUST,
-        _clause("13"),
+        _clause("Metrics"),
         "/metrics exposes the fixed families and no run id, key, URL or name",
         checks.check_metric_hygiene,
     ),
     ControlCase(
         "errors.typed-bodies",
         Level.SHOULD,
-        _clause("12"),
+        _clause("Routes"),
         '404, 400 and 413 answers carry {"error": {code, message, hint}}',
         checks.check_error_bodies,
     ),

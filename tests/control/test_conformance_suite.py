@@ -24,7 +24,7 @@ def test_inventory_ids_are_stable() -> None:
     for case in CONTROL_CASES:
         assert case.id == case.id.lower()
         assert case.id.count(".") == 1
-        assert case.clause.startswith("kiln-openenv-contract.md §")
+        assert case.clause.startswith("docs/control-plane.md § ")
 
 
 def test_the_suite_passes_against_kiln_verify_serve(

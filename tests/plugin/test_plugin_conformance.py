@@ -21,7 +21,7 @@ def test_inventory_ids_are_stable_and_well_formed() -> None:
     for case in CASES:
         assert case.id.count(".") == 1
         assert case.id == case.id.lower()
-        assert case.clause.startswith(("openenv-wire-protocol.md §", "kiln-openenv-contract.md"))
+        assert case.clause.startswith("docs/openenv-protocol.md §")
         assert "should" not in case.requirement.lower()
     for required in (
         "health.status-200",

@@ -59,7 +59,7 @@ BEHAVIOR: dict[str, Any] = {
 }
 
 
-def _inspection(index: int) -> dict[str, Any]:
+def _inspection(index: int, label: str = "") -> dict[str, Any]:
     action = {
         "type": "object",
         "properties": {"arm": {"type": "integer"}},
@@ -76,7 +76,10 @@ def _inspection(index: int) -> dict[str, Any]:
             "authentication": "none",
             "openapi_version": "1.0.0" if index == 0 else None,
             "environments": [f"env_{index}"],
-            "metadata": {"name": f"ScriptedEnvironment{index}", "description": "Scripted."},
+            "metadata": {
+                "name": f"ScriptedEnvironment{index}{label}",
+                "description": f"Scripted.{label}",
+            },
             "schema_sha256": str(canonical_digest(schema_doc)),
             "discovery_sha256": "sha256:" + f"{index:x}" * 64,
         },
@@ -134,13 +137,27 @@ def _episode(script: int, seed: int, pad: str, text: bool) -> list[tuple[dict[st
 
 
 def build_bundle(
-    directory: Path, *, groups: int = 5, group_size: int = 2, pad: int = 0, reasoning: int = 0
+    directory: Path,
+    *,
+    groups: int = 5,
+    group_size: int = 2,
+    pad: int = 0,
+    reasoning: int = 0,
+    script_offset: int = 0,
+    label: str = "",
+    harness_message: str = "arm: not an integer",
 ) -> Bundle:
-    """Write a consistent bundle of ``groups * group_size`` scripted episodes."""
+    """Write a consistent bundle of ``groups * group_size`` scripted episodes.
+
+    ``script_offset`` shifts every candidate's script (a paired bundle with other returns);
+    ``label`` is appended to each environment's name and description and replaces the
+    observation padding, and ``harness_message`` is the invalid-action message: the places
+    peer text reaches a report (hostile-input tests put markup there).
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    filler = "x" * pad
+    filler = label or "x" * pad
     thought = "r" + "y" * reasoning
-    inspections = [_inspection(i) for i in range(len(TEMPLATES))]
+    inspections = [_inspection(i, label) for i in range(len(TEMPLATES))]
     insp_records = [EnvironmentInspection.from_json(i) for i in inspections]
     seed_start = 100
     replay_groups: list[dict[str, Any]] = []
@@ -158,7 +175,7 @@ def build_bundle(
             completions: list[dict[str, Any]] = []
             candidates: list[dict[str, Any]] = []
             for c in range(group_size):
-                script = (g + c) % 5
+                script = (g + c + script_offset) % 5
                 pairs = _episode(script, seed, filler, env == 0)
                 segments: list[TurnSegment] = []
                 exchanges: list[dict[str, Any]] = []
@@ -189,9 +206,7 @@ def build_bundle(
                 if script == 3:
                     segments.append(TurnSegment.action('r</think>{"arm":"two"}'))
                     segments.append(
-                        harness_error_segment(
-                            "ACTION_SCHEMA_VALIDATION_FAILED", "arm: not an integer"
-                        )
+                        harness_error_segment("ACTION_SCHEMA_VALIDATION_FAILED", harness_message)
                     )
                     total += PENALTY
                 code = pairs[-1][1]["error"]["code"] if termination == "protocol_error" else None

@@ -41,11 +41,13 @@ from kiln_verify.openenv.records.replay import ReplayManifest
 __all__ = [
     "MINIMUM_PAIRED_GROUPS",
     "GroupComparison",
+    "PairedGroup",
     "build_evidence",
     "compare_groups",
     "decide",
     "group_means",
     "outcome_for",
+    "paired_groups",
 ]
 
 MINIMUM_PAIRED_GROUPS: Final = 20
@@ -71,6 +73,40 @@ def group_means(replay: ReplayManifest) -> list[float]:
 
 
 @dataclass(frozen=True, slots=True)
+class PairedGroup:
+    """One seed's pair: both sides' group mean returns and which way it went."""
+
+    group_index: int
+    seed: int
+    environment_index: int
+    baseline_mean: float
+    candidate_mean: float
+
+    @property
+    def difference(self) -> float:
+        return self.candidate_mean - self.baseline_mean
+
+    @property
+    def direction(self) -> str:
+        """``improved`` / ``regressed`` / ``tied``: candidate mean ``>`` / ``<`` / ``==``."""
+        if self.candidate_mean > self.baseline_mean:
+            return "improved"
+        if self.candidate_mean < self.baseline_mean:
+            return "regressed"
+        return "tied"
+
+
+def paired_groups(baseline: ReplayManifest, candidate: ReplayManifest) -> list[PairedGroup]:
+    """Every group's pair, in group order (the inputs are paired: same seeds, §9)."""
+    return [
+        PairedGroup(group.group_index, group.seed, group.environment_index, b, c)
+        for group, b, c in zip(
+            baseline.groups, group_means(baseline), group_means(candidate), strict=True
+        )
+    ]
+
+
+@dataclass(frozen=True, slots=True)
 class GroupComparison:
     """The paired comparison before the decision."""
 
@@ -90,19 +126,19 @@ class GroupComparison:
 
 def compare_groups(baseline: ReplayManifest, candidate: ReplayManifest) -> GroupComparison:
     """Improved / regressed / tied counts, side means and the sign test (paired inputs)."""
-    base_groups, cand_groups = group_means(baseline), group_means(candidate)
-    improved = sum(1 for b, c in zip(base_groups, cand_groups, strict=True) if c > b)
-    regressed = sum(1 for b, c in zip(base_groups, cand_groups, strict=True) if c < b)
+    pairs = paired_groups(baseline, candidate)
+    improved = sum(1 for pair in pairs if pair.direction == "improved")
+    regressed = sum(1 for pair in pairs if pair.direction == "regressed")
     base_returns = [c.episode_return for g in baseline.groups for c in g.candidates]
     cand_returns = [c.episode_return for g in candidate.groups for c in g.candidates]
     return GroupComparison(
-        paired_groups=len(base_groups),
+        paired_groups=len(pairs),
         paired_episodes=len(base_returns),
         baseline_mean_return=_mean(base_returns),
         candidate_mean_return=_mean(cand_returns),
         improved=improved,
         regressed=regressed,
-        tied=len(base_groups) - improved - regressed,
+        tied=len(pairs) - improved - regressed,
         test=sign_test(improved, regressed),
     )
 

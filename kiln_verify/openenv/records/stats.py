@@ -9,10 +9,31 @@ termination; plain integer sums.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from kiln_verify.openenv.records.summary import RolloutRecord, RolloutStats
 
-__all__ = ["StatsAccumulator", "compute_stats"]
+__all__ = ["RecordFields", "StatsAccumulator", "compute_stats"]
+
+
+class RecordFields(Protocol):
+    """The fields of a :class:`RolloutRecord` the rule reads (a record, or a view of the
+    JSON object the verifier validated as one; kiln_verify/report/bundle_facts.py)."""
+
+    @property
+    def episode_return(self) -> float: ...
+    @property
+    def model_latency_ms(self) -> float: ...
+    @property
+    def termination(self) -> str: ...
+    @property
+    def recoverable_protocol_errors(self) -> int: ...
+    @property
+    def capacity_retries(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def model_tokens(self) -> int: ...
 
 
 class StatsAccumulator:
@@ -36,7 +57,7 @@ class StatsAccumulator:
         self._steps = 0
         self._tokens = 0
 
-    def add(self, record: RolloutRecord) -> None:
+    def add(self, record: RecordFields) -> None:
         value = record.episode_return
         self.count += 1
         self._return_sum += value

@@ -8,6 +8,7 @@ module                 job
 ``cross``              §6.6-§6.8 summary ↔ replay, reset plan, group plan, prompts
 ``candidates``         §6.9 provenance, trajectory and summary record per candidate
 ``stats``              §6.10 statistics recomputation
+``observer``           what a report may watch: each candidate once it passed
 ``engine``             orchestration: :func:`verify_bundle` → ``VerificationReport``
 =====================  ==========================================================
 

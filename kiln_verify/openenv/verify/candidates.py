@@ -53,6 +53,7 @@ from kiln_verify.openenv.records.rollout import (
     ScoredRollout,
     TurnSegment,
 )
+from kiln_verify.openenv.verify.observer import HarnessError
 from kiln_verify.openenv.verify.replay_checks import where
 
 __all__ = ["CandidateContext", "check_candidate", "final_error_code", "parse_action_text"]
@@ -206,7 +207,8 @@ def _full_warning(segment: TurnSegment) -> bool:
 
 def _check_trajectory(
     completion: ScoredRollout, candidate: ReplayCandidate, ctx: CandidateContext
-) -> None:
+) -> HarnessError | None:
+    """The §6.9 trajectory checks; the invalid-action tail's harness error, if any."""
     index = candidate.candidate_index
     segments = completion.trajectory
     invalid = candidate.termination == "invalid_model_action"
@@ -275,6 +277,9 @@ def _check_trajectory(
         )
         if not ok or not _full_warning(tail):
             raise _segment_fail(ctx, index, step, "invalid-action tail is not a harness error")
+        assert isinstance(harness, dict)  # ``ok`` says so
+        return HarnessError(harness["code"], harness["message"])
+    return None
 
 
 def _float_bits_equal(found: Any, wanted: float) -> bool:
@@ -358,8 +363,10 @@ def check_candidate(
     candidate: ReplayCandidate,
     record: dict[str, Any],
     ctx: CandidateContext,
-) -> None:
-    """All of §6.9 for one candidate (``record`` as :func:`_check_record` takes it)."""
+) -> HarnessError | None:
+    """All of §6.9 for one candidate (``record`` as :func:`_check_record` takes it); the
+    harness error of its invalid-action tail, if it has one."""
     _check_provenance(completion, candidate, ctx)
-    _check_trajectory(completion, candidate, ctx)
+    harness = _check_trajectory(completion, candidate, ctx)
     _check_record(record, candidate, ctx)
+    return harness

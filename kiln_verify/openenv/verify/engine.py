@@ -45,6 +45,7 @@ from kiln_verify.openenv.verify.cross import (
     check_replay_header,
 )
 from kiln_verify.openenv.verify.files import HashingReader, resolve_bundle_path
+from kiln_verify.openenv.verify.observer import CandidateObserver, VerifiedCandidate
 from kiln_verify.openenv.verify.replay_checks import check_group, where
 from kiln_verify.openenv.verify.stats import check_stats
 from kiln_verify.openenv.verify.streams import ReplayStream, SummaryScan, scan_summary
@@ -64,7 +65,9 @@ class _Lockstep:
         *,
         dataset_shown: str,
         summary_shown: str,
+        observer: CandidateObserver | None = None,
     ) -> None:
+        self.observer = observer
         self.summary = scan.summary
         self.scan = scan
         self.replay = replay
@@ -198,7 +201,11 @@ class _Lockstep:
                 raise FileAccessError(
                     "the summary changed while it was being read", path=self.summary_shown
                 )
-            check_candidate(completion, candidate, record, ctx)
+            harness = check_candidate(completion, candidate, record, ctx)
+            if self.observer is not None:
+                self.observer.candidate(
+                    VerifiedCandidate(group.environment_index, record, completion, harness)
+                )
 
 
 def _open_corpus(
@@ -228,8 +235,13 @@ def verify_bundle(
     *,
     dataset_path: str | os.PathLike[str] | None = None,
     replay_path: str | os.PathLike[str] | None = None,
+    observer: CandidateObserver | None = None,
 ) -> VerificationReport:
     """Verify a bundle offline; return the report or raise a typed :class:`KilnError`.
+
+    ``observer`` is shown each candidate once it passed its checks
+    (:mod:`kiln_verify.openenv.verify.observer`); the bundle is accepted only if this
+    function returns.
 
     Bundle rule failures are ``bundle_*`` errors naming the file and group / candidate /
     step; malformed files keep the records package's codes (``json_*``, ``record_invalid``,
@@ -239,6 +251,8 @@ def verify_bundle(
     summary_shown = os.fspath(summary_file.absolute())
     scan = scan_summary(summary_file)
     summary = scan.summary
+    if observer is not None:
+        observer.start(summary)
     dataset_file = resolve_bundle_path(dataset_path, summary.output_path, summary_file)
     replay_file = resolve_bundle_path(replay_path, summary.replay_output_path, summary_file)
     dataset_shown, replay_shown = os.fspath(dataset_file), os.fspath(replay_file)
@@ -260,7 +274,12 @@ def verify_bundle(
             check_replay_header(summary, manifest, replay_shown=replay_shown)
             check_counts(summary, groups=None, rollouts=scan.count, replay_shown=replay_shown)
             lockstep = _Lockstep(
-                scan, replay, manifest, dataset_shown=dataset_shown, summary_shown=summary_shown
+                scan,
+                replay,
+                manifest,
+                dataset_shown=dataset_shown,
+                summary_shown=summary_shown,
+                observer=observer,
             )
             lockstep.replay_group(first)
             lockstep.in_replay = False

@@ -1,0 +1,22 @@
+"""Reports people look at: self-contained HTML (or Markdown) about verified results.
+
+=====================  ==========================================================
+module                 job
+=====================  ==========================================================
+``document``           the document model every report is built as; number format
+``charts``             hand-sized SVG bar-chart geometry and histogram bins
+``html``               document → one standalone page (Jinja2, autoescaped, CSP)
+``markdown``           document → GitHub-flavoured Markdown (escaped)
+``bundle_facts``       one verification pass gathering a bundle's facts
+``bundle``             the bundle report's document
+``conformance``        a ``kiln.conformance-report.v1`` file read strictly, its document
+``evaluation``         an evaluation receipt re-derived from its bundles, its document
+``engine``             build, render and publish a report (the front ends' one call)
+=====================  ==========================================================
+
+A report is a pure function of its inputs (byte-identical for the same inputs, no
+timestamps) and is built only from inputs the library has verified; see docs/reports.md.
+A live-replay drift report is one more builder from its typed run report to a document.
+"""
+
+from __future__ import annotations
