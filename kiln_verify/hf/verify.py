@@ -9,7 +9,10 @@ completed one. It checks, in order:
    nothing else (``hf_bundle_extra_file``); links and special files refused;
 2. the export manifest: version, shape, cross-record rules, self-digest; for a completed
    bundle also the result manifest and its link to the export (``hf_identity_mismatch``);
-3. every artifact's size and SHA-256 (``size_mismatch`` / ``digest_mismatch``);
+3. every artifact's size and SHA-256 (``size_mismatch`` / ``digest_mismatch``); for a
+   completed bundle also the output adapter's structure against the exported model config
+   (:func:`~kiln_verify.hf.adapter_check.check_exported_adapter`, ``adapter_unloadable``),
+   the check ``hf import-peft`` applies, without reading weights;
 4. the data: SFT ingestion receipt against the selection, every ``train.jsonl`` row
    canonical and hashing to its receipt entry, the TRL template's generation blocks; GRPO
    corpus rows canonical, one width, one behaviour policy, identities equal to the export's
@@ -42,6 +45,7 @@ from kiln_verify.errors import (
     RecordInvalid,
     UsageError,
 )
+from kiln_verify.hf.adapter_check import check_exported_adapter
 from kiln_verify.hf.digests import adapter_content_revision, sft_parsed_row_digest
 from kiln_verify.hf.export.sft import SftExample, sft_row_bytes
 from kiln_verify.hf.export.template import has_generation_blocks
@@ -290,6 +294,8 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
     _check_file_set(shown, found, declared, completed=completed)
     for ident in identities:
         verify(shown, ident.to_artifact())
+    if completed:
+        check_exported_adapter(shown)  # what import-peft requires of the adapter's structure
     if export.task == "sft":
         _check_sft(shown, export)
     else:

@@ -20,6 +20,7 @@ from kiln_verify.errors import (
     PathSymlink,
     UsageError,
 )
+from kiln_verify.hf.adapter_check import LORA_TARGETS, resident_modules
 from kiln_verify.hf.manifest import (
     FileIdentity,
     TrainingResult,
@@ -28,6 +29,7 @@ from kiln_verify.hf.manifest import (
     read_export,
 )
 from kiln_verify.hf.verify import RESULT_FILES, verify_path
+from tests.hf_adapter.kit import safetensors_bytes
 
 
 def _copy(exported: Path, tmp_path: Path, name: str = "b.kiln-hf") -> Path:
@@ -38,11 +40,38 @@ def _files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 
 
-def _complete(bundle: Path, *, export_sha256: str | None = None) -> TrainingResult:
+def _adapter(bundle: Path, *, rank: int = 2, shape_rank: int | None = None) -> None:
+    """A structurally valid LoRA adapter for the exported model (layer 0, its first
+    projection); ``shape_rank`` gives the tensors another rank than the config's."""
+    resident = resident_modules(json.loads((bundle / "kiln_model_config.json").read_bytes()))
+    module = next(m for m in LORA_TARGETS if m in resident.layers[0])
+    block = {"gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}.get(module)
+    if block is None:
+        block = "self_attn" if module in ("q_proj", "k_proj", "v_proj", "o_proj") else "linear_attn"
+    inner, outer = resident.layers[0][module]
+    r = rank if shape_rank is None else shape_rank
+    prefix = f"base_model.model.model.layers.0.{block}.{module}"
+    tensors = {
+        f"{prefix}.lora_A.weight": ("F32", [r, inner]),
+        f"{prefix}.lora_B.weight": ("F32", [outer, r]),
+    }
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": rank,
+        "lora_alpha": 4,
+        "target_modules": [module],
+    }
+    (bundle / "adapter_config.json").write_text(json.dumps(config))
+    (bundle / "adapter_model.safetensors").write_bytes(safetensors_bytes(tensors))
+
+
+def _complete(
+    bundle: Path, *, export_sha256: str | None = None, shape_rank: int | None = None
+) -> TrainingResult:
     export = read_export((bundle / "kiln_hf_export.json").read_bytes())
     (bundle / "executed_train.py").write_bytes((bundle / "train.py").read_bytes())
-    (bundle / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 2}')
-    (bundle / "adapter_model.safetensors").write_bytes(b"adapter weights")
+    _adapter(bundle, shape_rank=shape_rank)
 
     def ident(name: str) -> FileIdentity:
         from kiln_verify.core.digest import identify
@@ -158,6 +187,22 @@ def test_completed_bundle(exported: Path, tmp_path: Path) -> None:
             verify_path(broken, completed=True)
     with pytest.raises(HfBundleMissingFile):
         verify_path(exported, completed=True)
+
+
+def test_completed_adapter_structure_is_checked(exported: Path, tmp_path: Path) -> None:
+    """`--completed` refuses, with import-peft's code, an adapter that is consistent with
+    its digests but cannot load on the exported model (tensor rank is not the config's)."""
+    bundle = _copy(exported, tmp_path)
+    _complete(bundle, shape_rank=3)
+    with pytest.raises(KilnError) as caught:
+        verify_path(bundle, completed=True)
+    assert caught.value.code == "adapter_unloadable"
+    assert caught.value.path == str(bundle / "adapter_model.safetensors")
+    archive = tmp_path / "b.kiln-hf.tar.gz"
+    write_tar_gz(bundle, archive, root_name="b.kiln-hf")
+    with pytest.raises(KilnError) as caught:
+        verify_path(archive, completed=True)
+    assert caught.value.code == "adapter_unloadable"
 
 
 def test_result_must_name_this_export(exported: Path, tmp_path: Path) -> None:
