@@ -46,6 +46,7 @@ from kiln_verify.errors import (
     UsageError,
 )
 from kiln_verify.hf.adapter_check import check_exported_adapter
+from kiln_verify.hf.archive_rules import DeclaredMembers, Side
 from kiln_verify.hf.digests import adapter_content_revision, sft_parsed_row_digest
 from kiln_verify.hf.export.sft import SftExample, sft_row_bytes
 from kiln_verify.hf.export.template import has_generation_blocks
@@ -77,6 +78,7 @@ from kiln_verify.openenv.records.common import validate_record
 __all__ = [
     "ARCHIVE_SUFFIX",
     "BUNDLE_SUFFIX",
+    "EXPORT_FILES",
     "EXPORT_MANIFEST",
     "RESULT_FILES",
     "RESULT_MANIFEST",
@@ -86,6 +88,7 @@ __all__ = [
     "behaviour_adapter",
     "bundle_files",
     "bundle_name",
+    "bundle_rules",
     "check_grpo_group",
     "export_identities",
     "read_bundle_file",
@@ -106,6 +109,25 @@ RESULT_FILES: Final = (
 )
 BUNDLE_SUFFIX: Final = ".kiln-hf"
 ARCHIVE_SUFFIX: Final = ".kiln-hf.tar.gz"
+EXPORT_FILES: Final = frozenset(
+    {
+        EXPORT_MANIFEST,
+        "kiln_model_config.json",
+        "tokenizer.json",
+        "chat_template.jinja",
+        "kiln_training_chat_template.jinja",
+        "training_chat_template.jinja",
+        "train.jsonl",
+        "train.py",
+        "requirements.lock",
+        "sft_ingestion.json",
+        "split_manifest.json",
+        "input_adapter/adapter_config.json",
+        "input_adapter/adapter_manifest.json",
+        "input_adapter/adapter_model.safetensors",
+    }
+)
+"""Every path an export manifest can declare (each identity has a fixed path), and itself."""
 
 
 @dataclass(frozen=True)
@@ -586,12 +608,54 @@ def scan_grpo_corpus(
     return GrpoScan(hasher.count, completions, width, sampled, forced, longest, digest)
 
 
+def _declare_export(data: bytes) -> dict[str, int]:
+    return {ident.relative_path: ident.size_bytes for ident in export_identities(read_export(data))}
+
+
+def _declare_result(data: bytes) -> dict[str, int]:
+    result = read_result(data)
+    return {ident.relative_path: ident.size_bytes for ident in _result_identities(result)}
+
+
+def bundle_rules(*, completed: bool) -> DeclaredMembers:
+    """What a ``NAME.kiln-hf.tar.gz`` may hold, checked at each member's header
+    (:mod:`kiln_verify.hf.archive_rules`): the export's files, and with ``completed`` the
+    four result files, each as large as its manifest declares."""
+    sides = [Side(EXPORT_MANIFEST, EXPORT_FILES, _declare_export)]
+    if completed:
+        sides.append(Side(RESULT_MANIFEST, frozenset(RESULT_FILES), _declare_result))
+    limit = ("MAX_MANIFEST_BYTES", MAX_MANIFEST_BYTES)
+
+    def extra_hint(name: str) -> str | None:
+        if not completed and name in RESULT_FILES:
+            return "this is a completed bundle; verify it with --completed"
+        return None
+
+    def missing_hint(name: str) -> str | None:
+        if name == RESULT_MANIFEST:
+            return "this bundle has not been trained yet: run its train.py first"
+        return None
+
+    return DeclaredMembers(
+        tuple(sides),
+        caps={EXPORT_MANIFEST: limit, RESULT_MANIFEST: limit},
+        what="a completed bundle" if completed else "a pristine bundle",
+        extra_hint=extra_hint,
+        missing_hint=missing_hint,
+    )
+
+
 def verify_archive(archive: str | os.PathLike[str], *, completed: bool = False) -> BundleReport:
-    """Extract ``NAME.kiln-hf.tar.gz`` into a private temporary directory and verify it."""
+    """Extract ``NAME.kiln-hf.tar.gz`` into a private temporary directory and verify it.
+
+    Extraction follows :func:`bundle_rules`, so nothing the manifests do not declare, and
+    nothing larger than declared, is ever written."""
     root_name = bundle_name(archive)
     with (
         tempfile.TemporaryDirectory(prefix=".kiln-hf-verify-") as scratch,
-        extracted_tar_gz(archive, scratch, expected_root=root_name) as extracted,
+        extracted_tar_gz(
+            archive, scratch, expected_root=root_name, rules=bundle_rules(completed=completed)
+        ) as extracted,
     ):
         return verify_bundle(extracted, completed=completed)
 
