@@ -20,16 +20,13 @@ from kiln_verify.errors import (
     PathSymlink,
     UsageError,
 )
-from kiln_verify.hf.adapter_check import LORA_TARGETS, resident_modules
 from kiln_verify.hf.manifest import (
     FileIdentity,
-    TrainingResult,
-    config_value,
     document_bytes,
     read_export,
 )
 from kiln_verify.hf.verify import RESULT_FILES, verify_path
-from tests.hf_adapter.kit import safetensors_bytes
+from tests.hf_export.kit import complete_bundle
 
 
 def _copy(exported: Path, tmp_path: Path, name: str = "b.kiln-hf") -> Path:
@@ -38,66 +35,6 @@ def _copy(exported: Path, tmp_path: Path, name: str = "b.kiln-hf") -> Path:
 
 def _files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-
-
-def _adapter(bundle: Path, *, rank: int = 2, shape_rank: int | None = None) -> None:
-    """A structurally valid LoRA adapter for the exported model (layer 0, its first
-    projection); ``shape_rank`` gives the tensors another rank than the config's."""
-    resident = resident_modules(json.loads((bundle / "kiln_model_config.json").read_bytes()))
-    module = next(m for m in LORA_TARGETS if m in resident.layers[0])
-    block = {"gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}.get(module)
-    if block is None:
-        block = "self_attn" if module in ("q_proj", "k_proj", "v_proj", "o_proj") else "linear_attn"
-    inner, outer = resident.layers[0][module]
-    r = rank if shape_rank is None else shape_rank
-    prefix = f"base_model.model.model.layers.0.{block}.{module}"
-    tensors = {
-        f"{prefix}.lora_A.weight": ("F32", [r, inner]),
-        f"{prefix}.lora_B.weight": ("F32", [outer, r]),
-    }
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "r": rank,
-        "lora_alpha": 4,
-        "target_modules": [module],
-    }
-    (bundle / "adapter_config.json").write_text(json.dumps(config))
-    (bundle / "adapter_model.safetensors").write_bytes(safetensors_bytes(tensors))
-
-
-def _complete(
-    bundle: Path, *, export_sha256: str | None = None, shape_rank: int | None = None
-) -> TrainingResult:
-    export = read_export((bundle / "kiln_hf_export.json").read_bytes())
-    (bundle / "executed_train.py").write_bytes((bundle / "train.py").read_bytes())
-    _adapter(bundle, shape_rank=shape_rank)
-
-    def ident(name: str) -> FileIdentity:
-        from kiln_verify.core.digest import identify
-
-        return FileIdentity.from_artifact(identify(bundle, name, max_bytes=1 << 30))
-
-    result = TrainingResult.create(
-        export_sha256=export_sha256 or export.export_sha256,
-        task=export.task,
-        trainer={
-            "kind": "trl_sft_trainer",
-            "python_version": "3.11.9",
-            "torch_version": "2.13.0+cpu",
-            "transformers_version": "5.24.0",
-            "trl_version": "1.16.0",
-            "peft_version": "0.21.2",
-            "script": ident("executed_train.py"),
-        },
-        effective_config={"seed": config_value(42)},
-        output_adapter={
-            "config": ident("adapter_config.json"),
-            "model": ident("adapter_model.safetensors"),
-        },
-    )
-    (bundle / "kiln_hf_result.json").write_bytes(document_bytes(result))
-    return result
 
 
 def test_every_byte_flip_is_rejected(exported: Path, tmp_path: Path) -> None:
@@ -165,7 +102,7 @@ def test_links_and_empty_directories_are_refused(exported: Path, tmp_path: Path)
 
 def test_completed_bundle(exported: Path, tmp_path: Path) -> None:
     bundle = _copy(exported, tmp_path)
-    result = _complete(bundle)
+    result = complete_bundle(bundle)
     report = verify_path(bundle, completed=True)
     assert report.kind == "completed"
     assert report.result_sha256 == result.result_sha256
@@ -193,7 +130,7 @@ def test_completed_adapter_structure_is_checked(exported: Path, tmp_path: Path) 
     """`--completed` refuses, with import-peft's code, an adapter that is consistent with
     its digests but cannot load on the exported model (tensor rank is not the config's)."""
     bundle = _copy(exported, tmp_path)
-    _complete(bundle, shape_rank=3)
+    complete_bundle(bundle, shape_rank=3)
     with pytest.raises(KilnError) as caught:
         verify_path(bundle, completed=True)
     assert caught.value.code == "adapter_unloadable"
@@ -207,7 +144,7 @@ def test_completed_adapter_structure_is_checked(exported: Path, tmp_path: Path) 
 
 def test_result_must_name_this_export(exported: Path, tmp_path: Path) -> None:
     bundle = _copy(exported, tmp_path)
-    _complete(bundle, export_sha256="sha256:" + "1" * 64)
+    complete_bundle(bundle, export_sha256="sha256:" + "1" * 64)
     with pytest.raises(HfIdentityMismatch):
         verify_path(bundle, completed=True)
 
