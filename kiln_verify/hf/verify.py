@@ -645,14 +645,20 @@ def bundle_rules(*, completed: bool) -> DeclaredMembers:
     )
 
 
-def verify_archive(archive: str | os.PathLike[str], *, completed: bool = False) -> BundleReport:
-    """Extract ``NAME.kiln-hf.tar.gz`` into a private temporary directory and verify it.
+def verify_archive(
+    archive: str | os.PathLike[str],
+    *,
+    completed: bool = False,
+    scratch_parent: str | os.PathLike[str] | None = None,
+) -> BundleReport:
+    """Extract ``NAME.kiln-hf.tar.gz`` into a private temporary directory (inside
+    ``scratch_parent``, default the system's) and verify it.
 
     Extraction follows :func:`bundle_rules`, so nothing the manifests do not declare, and
     nothing larger than declared, is ever written."""
     root_name = bundle_name(archive)
     with (
-        tempfile.TemporaryDirectory(prefix=".kiln-hf-verify-") as scratch,
+        tempfile.TemporaryDirectory(prefix=".kiln-hf-verify-", dir=scratch_parent) as scratch,
         extracted_tar_gz(
             archive, scratch, expected_root=root_name, rules=bundle_rules(completed=completed)
         ) as extracted,

@@ -251,7 +251,7 @@ def _write(
                 )
         staged_archive = group.entry(archive.name)
         write_tar_gz(staged_root, staged_archive, root_name=directory.name)
-        reports["archive"] = verify_archive(staged_archive)
+        reports["archive"] = verify_archive(staged_archive, scratch_parent=group.path)
         if reports["archive"].export_sha256 != manifest.export_sha256:
             raise HfIdentityMismatch(
                 "the archive does not hold the staged export", path=staged_archive
