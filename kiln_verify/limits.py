@@ -330,6 +330,10 @@ MAX_ARCHIVE_NAME_BYTES: Final = 256
 """A member name including its root, in UTF-8 bytes: the most a USTAR header can hold
 (155-byte prefix, ``/``, 100-byte name)."""
 
+MAX_COMMIT_JOURNAL_BYTES: Final = 4 * MiB
+"""The journal of a grouped publication (an HF export's directory and archive): every
+entry's identity, a bundle's tree included (kiln_verify.core.publish_group)."""
+
 MAX_ARCHIVE_TAIL_BYTES: Final = 10 * KiB
 """Zero bytes allowed after the tar end-of-archive marker (Kiln's import rule, §5.8, §7);
 a tar writer pads to 10240-byte records, so an honest tail is shorter."""

@@ -76,10 +76,22 @@ def noreplace(dir_fd: int, source: str, target: str, *, allow_link: bool) -> Non
     Raises FileExistsError if it does, :class:`Unsupported` if no safe primitive exists
     (``allow_link`` permits the link + unlink commit, which only works for files).
     """
+    between(dir_fd, source, dir_fd, target, allow_link=allow_link)
+
+
+def between(
+    source_dir_fd: int, source: str, target_dir_fd: int, target: str, *, allow_link: bool
+) -> None:
+    """:func:`noreplace` from one directory into another (same file system)."""
     function = _renameat2
+    dir_fd = source_dir_fd
     if function is not None:
         result = function(
-            dir_fd, os.fsencode(source), dir_fd, os.fsencode(target), RENAME_NOREPLACE
+            source_dir_fd,
+            os.fsencode(source),
+            target_dir_fd,
+            os.fsencode(target),
+            RENAME_NOREPLACE,
         )
         if result == 0:
             return
@@ -89,7 +101,9 @@ def noreplace(dir_fd: int, source: str, target: str, *, allow_link: bool) -> Non
     if not allow_link:
         raise Unsupported("renameat2 with RENAME_NOREPLACE is unavailable")
     try:
-        os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        os.link(
+            source, target, src_dir_fd=dir_fd, dst_dir_fd=target_dir_fd, follow_symlinks=False
+        )
     except FileExistsError:
         raise
     except OSError as exc:

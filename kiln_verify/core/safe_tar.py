@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from kiln_verify.core.paths import (
     open_regular,
@@ -110,6 +110,34 @@ class ArchiveLimits:
 
 
 DEFAULT_LIMITS = ArchiveLimits()
+
+
+class MemberRules(Protocol):
+    """What one kind of archive may hold, consulted at every member header before a byte
+    of that member reaches the disk.
+
+    The generic budgets bound any archive; these bound a particular one by its own
+    manifest. Extraction with rules reads the archive twice: a first pass writes nothing,
+    keeps the members :meth:`wants` in memory (their sizes already passed :meth:`check`)
+    and stops once :meth:`ready`; the second pass writes, calling :meth:`check` again with
+    everything the manifests declare known, so nothing undeclared or mis-sized is ever
+    written. Names are relative to the archive root (``""`` is the root itself).
+    """
+
+    def check(self, relative: str, is_dir: bool, size: int) -> None:
+        """Raise unless a member of this name, kind and declared size can belong."""
+
+    def wants(self, relative: str) -> bool:
+        """Whether the first pass keeps this member's bytes for :meth:`capture`."""
+
+    def capture(self, relative: str, data: bytes) -> None:
+        """Take a wanted member's bytes (a manifest); may raise if they are invalid."""
+
+    def ready(self) -> bool:
+        """Everything wanted has been captured: the first pass may stop."""
+
+    def missing(self) -> None:
+        """Raise for what was wanted but never seen (the first pass reached the end)."""
 
 
 def _check_root_name(root_name: str) -> None:
@@ -476,11 +504,30 @@ class _Layout:
         return new_dirs
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte extraction writes goes through here (tests count them)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class _Extractor:
-    def __init__(self, private_fd: int, root: str, limits: ArchiveLimits) -> None:
+    """One pass over the tar stream. Without ``private_fd`` it is the dry first pass of an
+    extraction with rules: the same checks, nothing created, wanted members kept."""
+
+    def __init__(
+        self,
+        private_fd: int | None,
+        root: str,
+        limits: ArchiveLimits,
+        rules: MemberRules | None = None,
+        captured: dict[str, bytes] | None = None,
+    ) -> None:
         self._private_fd = private_fd
         self._root = root
         self._limits = limits
+        self._rules = rules
+        self._captured = captured if captured is not None else {}
         self._layout = _Layout()
         self._entries = 0
         self._expanded = 0
@@ -502,6 +549,7 @@ class _Extractor:
             os.close(parent)
 
     def _open_parent(self, parts: tuple[str, ...]) -> int:
+        assert self._private_fd is not None
         fd = os.dup(self._private_fd)
         try:
             for part in parts[:-1]:
@@ -543,41 +591,79 @@ class _Extractor:
                 f"members declare more than {self._limits.max_expanded_bytes} bytes in all "
                 "(MAX_ARCHIVE_EXPANDED_BYTES)"
             )
-        for directory in self._layout.add(parts, is_dir):
+        relative = "/".join(parts[1:])
+        if self._rules is not None:
+            self._rules.check(relative, is_dir, header.size)
+        new_dirs = self._layout.add(parts, is_dir)
+        if self._private_fd is None:
+            if not is_dir:
+                self._read_member(relative, header, stream)
+            return
+        for directory in new_dirs:
             self._mkdir(directory)
         if is_dir:
             self._mkdir(parts)
             return
-        self._write_file(parts, header, stream)
+        self._write_file(parts, relative, header, stream)
 
-    def _write_file(self, parts: tuple[str, ...], header: _Header, stream: _GzipReader) -> None:
+    def _data(self, header: _Header, stream: _GzipReader) -> Iterator[bytes]:
+        """The member's data in chunks, then its padding consumed."""
+        remaining = header.size
+        while remaining:
+            chunk = stream.read_exact(min(remaining, HASH_CHUNK_BYTES), "a member's data")
+            remaining -= len(chunk)
+            yield chunk
+        padding = -header.size % _BLOCK
+        if padding:
+            stream.read_exact(padding, "a member's padding")
+
+    def _read_member(self, relative: str, header: _Header, stream: _GzipReader) -> None:
+        """Dry pass: skip the data, or keep it when the rules want it."""
+        assert self._rules is not None
+        if not self._rules.wants(relative) or relative in self._captured:
+            for _ in self._data(header, stream):
+                pass
+            return
+        data = b"".join(self._data(header, stream))
+        self._captured[relative] = data
+        self._rules.capture(relative, data)
+
+    def _write_file(
+        self, parts: tuple[str, ...], relative: str, header: _Header, stream: _GzipReader
+    ) -> None:
         parent = self._open_parent(parts)
         try:
             fd = os.open(parts[-1], _NEW_FILE, FILE_MODE, dir_fd=parent)
         finally:
             os.close(parent)
+        kept = self._captured.get(relative)
+        seen = bytearray() if kept is not None else None
         try:
             os.fchmod(fd, FILE_MODE)
-            remaining = header.size
-            while remaining:
-                chunk = stream.read_exact(min(remaining, HASH_CHUNK_BYTES), "a member's data")
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view) :]
-                remaining -= len(chunk)
+            for chunk in self._data(header, stream):
+                if seen is not None:
+                    seen += chunk
+                _write_all(fd, chunk)
         finally:
             os.close(fd)
-        padding = -header.size % _BLOCK
-        if padding:
-            stream.read_exact(padding, "a member's padding")
+        if seen is not None and kept is not None and bytes(seen) != kept:
+            raise ArchiveInvalid(
+                f"member {snippet(relative)} differs between the two reads of the archive "
+                "(it changed while it was extracted)"
+            )
 
     def run(self, stream: _GzipReader) -> None:
+        dry = self._private_fd is None
         while True:
+            if dry and self._rules is not None and self._rules.ready():
+                return  # the second pass checks the rest while it writes
             block = stream.read_exact(_BLOCK, "a header")
             if block == bytes(_BLOCK):
                 break
             header = _parse_header(block, self._limits)
             self._member(header, stream)
+        if dry and self._rules is not None:
+            self._rules.missing()
         if not self._entries:
             raise ArchiveRootInvalid(
                 f"the archive is empty; it must hold the root {snippet(self._root + '/')}"
@@ -603,6 +689,7 @@ def extract_tar_gz(
     *,
     expected_root: str,
     limits: ArchiveLimits = DEFAULT_LIMITS,
+    rules: MemberRules | None = None,
 ) -> Path:
     """Extract a hostile ``.tar.gz`` into a new private directory inside ``destination_parent``.
 
@@ -610,7 +697,8 @@ def extract_tar_gz(
     path's parent, named ``.kiln-extract-<hex>``, mode 0700) and removes it, or uses
     :func:`extracted_tar_gz`. On any failure nothing is left behind and a
     :class:`~kiln_verify.errors.KilnError` is raised (``archive_*`` codes for the archive,
-    ``io_failed`` for local I/O).
+    ``io_failed`` for local I/O, whatever ``rules`` raise). With ``rules`` the archive is
+    read twice, the first time without writing (:class:`MemberRules`).
     """
     _check_root_name(expected_root)
     parent_shown = os.fspath(destination_parent)
@@ -633,9 +721,14 @@ def extract_tar_gz(
                     path=parent_shown,
                 ) from None
             try:
+                captured: dict[str, bytes] = {}
+                if rules is not None:
+                    dry = _Extractor(None, expected_root, limits, rules, captured)
+                    dry.run(_GzipReader(archive_fd, limits))
+                    os.lseek(archive_fd, 0, os.SEEK_SET)
                 private_fd = os.open(private, _DIR, dir_fd=parent_fd)
                 try:
-                    extractor = _Extractor(private_fd, expected_root, limits)
+                    extractor = _Extractor(private_fd, expected_root, limits, rules, captured)
                     extractor.run(_GzipReader(archive_fd, limits))
                 finally:
                     os.close(private_fd)
@@ -681,10 +774,11 @@ def extracted_tar_gz(
     *,
     expected_root: str,
     limits: ArchiveLimits = DEFAULT_LIMITS,
+    rules: MemberRules | None = None,
 ) -> Iterator[Path]:
     """:func:`extract_tar_gz`, removing the private directory when the block exits."""
     root = extract_tar_gz(
-        archive_path, destination_parent, expected_root=expected_root, limits=limits
+        archive_path, destination_parent, expected_root=expected_root, limits=limits, rules=rules
     )
     try:
         yield root
@@ -699,6 +793,7 @@ __all__ = [
     "FILE_MODE",
     "GZIP_LEVEL",
     "ArchiveLimits",
+    "MemberRules",
     "extract_tar_gz",
     "extracted_tar_gz",
     "remove_extracted",

@@ -45,6 +45,7 @@ __all__ = [
     "check_adapter",
     "check_adapter_config",
     "check_adapter_header",
+    "check_exported_adapter",
     "read_json_file",
     "resident_modules",
 ]
@@ -107,6 +108,9 @@ _FAMILY: Final[Mapping[str, str]] = {
     "up_proj": "mlp",
     "down_proj": "mlp",
 }
+MODEL_CONFIG_FILE: Final = "kiln_model_config.json"
+"""The exported model's canonical ``config.json`` inside a bundle or envelope."""
+
 _KEY = re.compile(
     r"base_model\.model\.model\.(?:language_model\.)?layers\.(0|[1-9][0-9]{0,8})\."
     r"(self_attn|linear_attn|mlp)\.([a-z_]+)\.lora_([AB])\.weight"
@@ -396,3 +400,12 @@ def check_adapter(
     except (SafetensorsInvalid, JsonError, LimitExceeded) as exc:
         raise _fail(f"{exc.code}: {exc.rule}", weights_path) from exc
     return check_adapter_header(header, config, resident, weights_path)
+
+
+def check_exported_adapter(bundle: str | os.PathLike[str]) -> AdapterSummary:
+    """Check a completed bundle's output adapter against the model config it was exported
+    from (``kiln_model_config.json``), so that ``hf verify --completed`` accepts exactly the
+    adapter structures ``hf import-peft`` accepts: the import checks against the resident
+    ``config.json``, whose canonical form must equal this file (the identity check)."""
+    config = read_json_file(bundle, MODEL_CONFIG_FILE, MAX_MODEL_CONFIG_BYTES)
+    return check_adapter(bundle, model_config=config)

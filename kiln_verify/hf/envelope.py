@@ -36,9 +36,10 @@ from kiln_verify.errors import (
     TargetExists,
     UsageError,
 )
+from kiln_verify.hf.archive_rules import DeclaredMembers, Side
 from kiln_verify.hf.digests import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
 from kiln_verify.hf.manifest import ExportManifest, FileIdentity, TrainingResult
-from kiln_verify.hf.manifest.read import read_export
+from kiln_verify.hf.manifest.read import read_export, read_result
 from kiln_verify.hf.verify import (
     EXPORT_MANIFEST,
     RESULT_MANIFEST,
@@ -69,6 +70,7 @@ __all__ = [
     "EnvelopeReport",
     "check_import_name",
     "check_import_sizes",
+    "envelope_rules",
     "extracted_envelope",
     "materialized_envelope",
     "verify_envelope",
@@ -280,17 +282,59 @@ def envelope_root(archive: str | os.PathLike[str]) -> str:
     return base.removesuffix(".tar.gz")
 
 
+def _declare_model_files(data: bytes) -> dict[str, int]:
+    model = read_export(data).model
+    identities = (
+        model.config_file,
+        model.tokenizer,
+        model.chat_template,
+        model.native_training_chat_template,
+        model.trl_training_chat_template,
+    )
+    return {ident.relative_path: ident.size_bytes for ident in identities}
+
+
+def _declare_trained_files(data: bytes) -> dict[str, int]:
+    result = read_result(data)
+    identities = (result.trainer.script, result.output_adapter.config, result.output_adapter.model)
+    return {ident.relative_path: ident.size_bytes for ident in identities}
+
+
+def envelope_rules() -> DeclaredMembers:
+    """What a ``NAME.kiln-hf-import.tar.gz`` may hold, checked at each member's header
+    (:mod:`kiln_verify.hf.archive_rules`): the ten files, each within its import cap and,
+    once its manifest is read, exactly as large as declared."""
+    caps = {
+        name: _CAPS.get(name, ("MAX_IMPORT_ARTIFACT_BYTES", MAX_IMPORT_ARTIFACT_BYTES))
+        for name in ENVELOPE_FILES
+    }
+    model_side = frozenset({EXPORT_MANIFEST, *MODEL_FILES})
+    trained_side = frozenset(ENVELOPE_FILES) - model_side
+    return DeclaredMembers(
+        (
+            Side(EXPORT_MANIFEST, model_side, _declare_model_files),
+            Side(RESULT_MANIFEST, trained_side, _declare_trained_files),
+        ),
+        caps=caps,
+        what="an import envelope",
+    )
+
+
 @contextmanager
 def extracted_envelope(archive: str | os.PathLike[str]) -> Iterator[str]:
-    """The root of an envelope archive extracted under the import limits into a private
-    directory beside it; removed on exit."""
+    """The root of an envelope archive extracted under the import limits and
+    :func:`envelope_rules` into a private directory beside it; removed on exit."""
     root = envelope_root(archive)
     check_import_name(root.removesuffix(ENVELOPE_SUFFIX))
     parent = os.path.dirname(os.path.abspath(os.fspath(archive)))
     with (
         tempfile.TemporaryDirectory(prefix=".kiln-hf-envelope-verify-", dir=parent) as scratch,
         extracted_tar_gz(
-            archive, scratch, expected_root=root, limits=IMPORT_ARCHIVE_LIMITS
+            archive,
+            scratch,
+            expected_root=root,
+            limits=IMPORT_ARCHIVE_LIMITS,
+            rules=envelope_rules(),
         ) as extracted,
     ):
         yield os.fspath(extracted)

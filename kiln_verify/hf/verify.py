@@ -9,7 +9,10 @@ completed one. It checks, in order:
    nothing else (``hf_bundle_extra_file``); links and special files refused;
 2. the export manifest: version, shape, cross-record rules, self-digest; for a completed
    bundle also the result manifest and its link to the export (``hf_identity_mismatch``);
-3. every artifact's size and SHA-256 (``size_mismatch`` / ``digest_mismatch``);
+3. every artifact's size and SHA-256 (``size_mismatch`` / ``digest_mismatch``); for a
+   completed bundle also the output adapter's structure against the exported model config
+   (:func:`~kiln_verify.hf.adapter_check.check_exported_adapter`, ``adapter_unloadable``),
+   the check ``hf import-peft`` applies, without reading weights;
 4. the data: SFT ingestion receipt against the selection, every ``train.jsonl`` row
    canonical and hashing to its receipt entry, the TRL template's generation blocks; GRPO
    corpus rows canonical, one width, one behaviour policy, identities equal to the export's
@@ -42,6 +45,8 @@ from kiln_verify.errors import (
     RecordInvalid,
     UsageError,
 )
+from kiln_verify.hf.adapter_check import check_exported_adapter
+from kiln_verify.hf.archive_rules import DeclaredMembers, Side
 from kiln_verify.hf.digests import adapter_content_revision, sft_parsed_row_digest
 from kiln_verify.hf.export.sft import SftExample, sft_row_bytes
 from kiln_verify.hf.export.template import has_generation_blocks
@@ -73,6 +78,7 @@ from kiln_verify.openenv.records.common import validate_record
 __all__ = [
     "ARCHIVE_SUFFIX",
     "BUNDLE_SUFFIX",
+    "EXPORT_FILES",
     "EXPORT_MANIFEST",
     "RESULT_FILES",
     "RESULT_MANIFEST",
@@ -82,6 +88,7 @@ __all__ = [
     "behaviour_adapter",
     "bundle_files",
     "bundle_name",
+    "bundle_rules",
     "check_grpo_group",
     "export_identities",
     "read_bundle_file",
@@ -102,6 +109,25 @@ RESULT_FILES: Final = (
 )
 BUNDLE_SUFFIX: Final = ".kiln-hf"
 ARCHIVE_SUFFIX: Final = ".kiln-hf.tar.gz"
+EXPORT_FILES: Final = frozenset(
+    {
+        EXPORT_MANIFEST,
+        "kiln_model_config.json",
+        "tokenizer.json",
+        "chat_template.jinja",
+        "kiln_training_chat_template.jinja",
+        "training_chat_template.jinja",
+        "train.jsonl",
+        "train.py",
+        "requirements.lock",
+        "sft_ingestion.json",
+        "split_manifest.json",
+        "input_adapter/adapter_config.json",
+        "input_adapter/adapter_manifest.json",
+        "input_adapter/adapter_model.safetensors",
+    }
+)
+"""Every path an export manifest can declare (each identity has a fixed path), and itself."""
 
 
 @dataclass(frozen=True)
@@ -290,6 +316,8 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
     _check_file_set(shown, found, declared, completed=completed)
     for ident in identities:
         verify(shown, ident.to_artifact())
+    if completed:
+        check_exported_adapter(shown)  # what import-peft requires of the adapter's structure
     if export.task == "sft":
         _check_sft(shown, export)
     else:
@@ -580,12 +608,60 @@ def scan_grpo_corpus(
     return GrpoScan(hasher.count, completions, width, sampled, forced, longest, digest)
 
 
-def verify_archive(archive: str | os.PathLike[str], *, completed: bool = False) -> BundleReport:
-    """Extract ``NAME.kiln-hf.tar.gz`` into a private temporary directory and verify it."""
+def _declare_export(data: bytes) -> dict[str, int]:
+    return {ident.relative_path: ident.size_bytes for ident in export_identities(read_export(data))}
+
+
+def _declare_result(data: bytes) -> dict[str, int]:
+    result = read_result(data)
+    return {ident.relative_path: ident.size_bytes for ident in _result_identities(result)}
+
+
+def bundle_rules(*, completed: bool) -> DeclaredMembers:
+    """What a ``NAME.kiln-hf.tar.gz`` may hold, checked at each member's header
+    (:mod:`kiln_verify.hf.archive_rules`): the export's files, and with ``completed`` the
+    four result files, each as large as its manifest declares."""
+    sides = [Side(EXPORT_MANIFEST, EXPORT_FILES, _declare_export)]
+    if completed:
+        sides.append(Side(RESULT_MANIFEST, frozenset(RESULT_FILES), _declare_result))
+    limit = ("MAX_MANIFEST_BYTES", MAX_MANIFEST_BYTES)
+
+    def extra_hint(name: str) -> str | None:
+        if not completed and name in RESULT_FILES:
+            return "this is a completed bundle; verify it with --completed"
+        return None
+
+    def missing_hint(name: str) -> str | None:
+        if name == RESULT_MANIFEST:
+            return "this bundle has not been trained yet: run its train.py first"
+        return None
+
+    return DeclaredMembers(
+        tuple(sides),
+        caps={EXPORT_MANIFEST: limit, RESULT_MANIFEST: limit},
+        what="a completed bundle" if completed else "a pristine bundle",
+        extra_hint=extra_hint,
+        missing_hint=missing_hint,
+    )
+
+
+def verify_archive(
+    archive: str | os.PathLike[str],
+    *,
+    completed: bool = False,
+    scratch_parent: str | os.PathLike[str] | None = None,
+) -> BundleReport:
+    """Extract ``NAME.kiln-hf.tar.gz`` into a private temporary directory (inside
+    ``scratch_parent``, default the system's) and verify it.
+
+    Extraction follows :func:`bundle_rules`, so nothing the manifests do not declare, and
+    nothing larger than declared, is ever written."""
     root_name = bundle_name(archive)
     with (
-        tempfile.TemporaryDirectory(prefix=".kiln-hf-verify-") as scratch,
-        extracted_tar_gz(archive, scratch, expected_root=root_name) as extracted,
+        tempfile.TemporaryDirectory(prefix=".kiln-hf-verify-", dir=scratch_parent) as scratch,
+        extracted_tar_gz(
+            archive, scratch, expected_root=root_name, rules=bundle_rules(completed=completed)
+        ) as extracted,
     ):
         return verify_bundle(extracted, completed=completed)
 

@@ -22,12 +22,11 @@ from kiln_verify.errors import (
 )
 from kiln_verify.hf.manifest import (
     FileIdentity,
-    TrainingResult,
-    config_value,
     document_bytes,
     read_export,
 )
 from kiln_verify.hf.verify import RESULT_FILES, verify_path
+from tests.hf_export.kit import complete_bundle
 
 
 def _copy(exported: Path, tmp_path: Path, name: str = "b.kiln-hf") -> Path:
@@ -36,39 +35,6 @@ def _copy(exported: Path, tmp_path: Path, name: str = "b.kiln-hf") -> Path:
 
 def _files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-
-
-def _complete(bundle: Path, *, export_sha256: str | None = None) -> TrainingResult:
-    export = read_export((bundle / "kiln_hf_export.json").read_bytes())
-    (bundle / "executed_train.py").write_bytes((bundle / "train.py").read_bytes())
-    (bundle / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 2}')
-    (bundle / "adapter_model.safetensors").write_bytes(b"adapter weights")
-
-    def ident(name: str) -> FileIdentity:
-        from kiln_verify.core.digest import identify
-
-        return FileIdentity.from_artifact(identify(bundle, name, max_bytes=1 << 30))
-
-    result = TrainingResult.create(
-        export_sha256=export_sha256 or export.export_sha256,
-        task=export.task,
-        trainer={
-            "kind": "trl_sft_trainer",
-            "python_version": "3.11.9",
-            "torch_version": "2.13.0+cpu",
-            "transformers_version": "5.24.0",
-            "trl_version": "1.16.0",
-            "peft_version": "0.21.2",
-            "script": ident("executed_train.py"),
-        },
-        effective_config={"seed": config_value(42)},
-        output_adapter={
-            "config": ident("adapter_config.json"),
-            "model": ident("adapter_model.safetensors"),
-        },
-    )
-    (bundle / "kiln_hf_result.json").write_bytes(document_bytes(result))
-    return result
 
 
 def test_every_byte_flip_is_rejected(exported: Path, tmp_path: Path) -> None:
@@ -136,7 +102,7 @@ def test_links_and_empty_directories_are_refused(exported: Path, tmp_path: Path)
 
 def test_completed_bundle(exported: Path, tmp_path: Path) -> None:
     bundle = _copy(exported, tmp_path)
-    result = _complete(bundle)
+    result = complete_bundle(bundle)
     report = verify_path(bundle, completed=True)
     assert report.kind == "completed"
     assert report.result_sha256 == result.result_sha256
@@ -160,9 +126,25 @@ def test_completed_bundle(exported: Path, tmp_path: Path) -> None:
         verify_path(exported, completed=True)
 
 
+def test_completed_adapter_structure_is_checked(exported: Path, tmp_path: Path) -> None:
+    """`--completed` refuses, with import-peft's code, an adapter that is consistent with
+    its digests but cannot load on the exported model (tensor rank is not the config's)."""
+    bundle = _copy(exported, tmp_path)
+    complete_bundle(bundle, shape_rank=3)
+    with pytest.raises(KilnError) as caught:
+        verify_path(bundle, completed=True)
+    assert caught.value.code == "adapter_unloadable"
+    assert caught.value.path == str(bundle / "adapter_model.safetensors")
+    archive = tmp_path / "b.kiln-hf.tar.gz"
+    write_tar_gz(bundle, archive, root_name="b.kiln-hf")
+    with pytest.raises(KilnError) as caught:
+        verify_path(archive, completed=True)
+    assert caught.value.code == "adapter_unloadable"
+
+
 def test_result_must_name_this_export(exported: Path, tmp_path: Path) -> None:
     bundle = _copy(exported, tmp_path)
-    _complete(bundle, export_sha256="sha256:" + "1" * 64)
+    complete_bundle(bundle, export_sha256="sha256:" + "1" * 64)
     with pytest.raises(HfIdentityMismatch):
         verify_path(bundle, completed=True)
 

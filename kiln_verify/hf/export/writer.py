@@ -1,14 +1,16 @@
-"""The export writers: ``NAME.kiln-hf/`` published atomically plus ``NAME.kiln-hf.tar.gz``.
+"""The export writers: ``NAME.kiln-hf/`` and ``NAME.kiln-hf.tar.gz``, published as a pair.
 
-Discipline (kiln-hf-trl-contract §5.8): both targets are refused up front when they exist;
-every file is created new (``O_EXCL``) and fsynced in a private sibling staging directory;
-identities are taken from the staged bytes; the manifest is written last; the complete
-verifier (:func:`kiln_verify.hf.verify.verify_bundle`: exact file set, self-digest, every
-artifact byte, the data checks) runs on the staging directory; publication is one
-no-replace rename plus a parent fsync; the published directory is verified again; the
-deterministic archive (sorted USTAR entries, mtime 0, uid/gid 0, fixed modes, single root
-``NAME.kiln-hf``) is then published no-clobber and verified by extracting it. Any failure
-before publication removes the staging directory.
+Discipline (kiln-hf-trl-contract §5.8, docs/hf-contract.md "Publication"): both targets
+are refused up front when they exist, after the leftovers of an interrupted export of the
+same name have been rolled back (:func:`kiln_verify.core.publish_group.recover_group`:
+never a complete export, never anything changed since). Everything is built in one
+private staging directory beside the targets: the bundle directory (every file created
+new and fsynced, identities taken from the staged bytes, the manifest written last, the
+complete verifier run on it), then the deterministic archive of it (sorted USTAR entries,
+mtime 0, uid/gid 0, fixed modes, single root ``NAME.kiln-hf``), verified by extracting it.
+Only then are both published by one journaled commit (archive first, then directory; the
+published directory is verified again before the commit point). An interruption leaves
+both or neither, or a journal that the next export of that name rolls back.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kiln_verify.core.digest import hash_file, identify, sha256_bytes
 from kiln_verify.core.jsonio import loads, loads_object
 from kiln_verify.core.paths import open_regular
 from kiln_verify.core.publish import staged_directory
+from kiln_verify.core.publish_group import recover_group, staged_group
 from kiln_verify.core.safe_tar import write_tar_gz
 from kiln_verify.errors import (
     HfExportInvalid,
@@ -100,6 +103,7 @@ def plan_targets(name: str, output: str | os.PathLike[str]) -> tuple[Path, Path]
     if not archive.parent.is_dir():
         raise UsageError("the output directory does not exist", path=str(archive.parent))
     directory = archive.parent / (name + BUNDLE_SUFFIX)
+    recover_group(archive.parent, directory.name)  # an interrupted export of this name
     for target in (archive, directory):
         if os.path.lexists(target):
             raise TargetExists(
@@ -211,31 +215,48 @@ def _write(
     files: Mapping[str, bytes | Path],
     build: Callable[[dict[str, FileIdentity]], ExportManifest],
 ) -> ExportOutcome:
-    with staged_directory(directory, dir_mode=0o755, file_mode=0o644) as stage:
-        for relative, content in sorted(files.items()):
-            if isinstance(content, Path):
-                stage.copy_file(relative, content, max_bytes=MAX_MODEL_FILE_BYTES)
-            else:
-                stage.write_bytes(relative, content)
-        identities = {
-            relative: FileIdentity.from_artifact(
-                identify(stage.path, relative, max_bytes=MAX_MODEL_FILE_BYTES)
+    reports: dict[str, BundleReport] = {}
+
+    def published_check() -> None:
+        report = verify_bundle(directory)
+        if report.export_sha256 != reports["archive"].export_sha256:
+            raise HfIdentityMismatch("the published export reads back differently", path=directory)
+        reports["published"] = report
+
+    with staged_group(
+        directory.parent,
+        (archive.name, directory.name),
+        key=directory.name,
+        before_commit=published_check,
+    ) as group:
+        staged_root = Path(group.entry(directory.name))
+        with staged_directory(staged_root, dir_mode=0o755, file_mode=0o644) as stage:
+            for relative, content in sorted(files.items()):
+                if isinstance(content, Path):
+                    stage.copy_file(relative, content, max_bytes=MAX_MODEL_FILE_BYTES)
+                else:
+                    stage.write_bytes(relative, content)
+            identities = {
+                relative: FileIdentity.from_artifact(
+                    identify(stage.path, relative, max_bytes=MAX_MODEL_FILE_BYTES)
+                )
+                for relative in files
+            }
+            manifest = build(identities)
+            stage.write_bytes(EXPORT_MANIFEST, document_bytes(manifest))
+            staged = verify_bundle(stage.path)
+            if staged.export_sha256 != manifest.export_sha256:
+                raise HfIdentityMismatch(
+                    "the staged manifest reads back differently", path=stage.path
+                )
+        staged_archive = group.entry(archive.name)
+        write_tar_gz(staged_root, staged_archive, root_name=directory.name)
+        reports["archive"] = verify_archive(staged_archive, scratch_parent=group.path)
+        if reports["archive"].export_sha256 != manifest.export_sha256:
+            raise HfIdentityMismatch(
+                "the archive does not hold the staged export", path=staged_archive
             )
-            for relative in files
-        }
-        manifest = build(identities)
-        stage.write_bytes(EXPORT_MANIFEST, document_bytes(manifest))
-        staged = verify_bundle(stage.path)
-        if staged.export_sha256 != manifest.export_sha256:
-            raise HfIdentityMismatch("the staged manifest reads back differently", path=stage.path)
-    published = verify_bundle(directory)
-    write_tar_gz(directory, archive, root_name=directory.name)
-    archived = verify_archive(archive)
-    if not published.export_sha256 == archived.export_sha256 == manifest.export_sha256:
-        raise HfIdentityMismatch(
-            "the archive does not hold the published export", path=str(archive)
-        )
-    return ExportOutcome(directory, archive, published)
+    return ExportOutcome(directory, archive, reports["published"])
 
 
 def _fixed_files(

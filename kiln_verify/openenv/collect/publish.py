@@ -17,10 +17,20 @@ rename can publish them. The scheme (docs/contract.md, "Collection"):
    process put there is never touched), every set-aside file is renamed back, and staging
    files are deleted; then the error propagates. Without ``force`` pre-existing files are
    never renamed, written or removed.
-5. **On success** the set-aside originals are deleted.
+5. **On success** the journal is removed (the commit point), then the set-aside
+   originals are deleted.
 
-A process killed outright mid-commit can leave ``.NAME.incomplete-*`` / ``.NAME.replaced-*``
-residue next to a target; a replaced original is then recoverable from the latter.
+Between steps 2 and 3 a journal ``.NAME.commit-<token>`` (NAME: the first target) is
+written, fsynced and locked (:mod:`kiln_verify.openenv.collect.journal`), so a process
+killed outright between two renames leaves a state the next publication or target check
+recognises and undoes before doing anything else: the files it staged are removed, the
+originals it set aside are renamed back, and the run proceeds as if the interrupted one
+had never started (a re-run succeeds; without ``--force`` it still never replaces a
+complete bundle that was there before). A reader in the window sees some files of the new
+bundle and not others; verification of such a mixture fails (the summary binds the other
+files by digest), it never passes. A kill before the journal leaves only
+``.NAME.incomplete-*`` staging residue, safe to delete; one after the commit point only
+``.NAME.replaced-*`` originals, which were replaced and are safe to delete.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from dataclasses import dataclass
 
 from kiln_verify.core import rename
 from kiln_verify.errors import KilnError, PublishFailed, SymlinkRefused, TargetExists
+from kiln_verify.openenv.collect import journal
 
 __all__ = ["check_targets", "publish_together"]
 
@@ -55,7 +66,7 @@ class _Target:
     committed: bool = False
 
 
-def _open_target(path: str, force: bool) -> _Target:
+def _open_target(path: str, force: bool, token: str | None = None) -> _Target:
     head, name = os.path.split(path.rstrip("/") or "/")
     if name in ("", ".", ".."):
         raise PublishFailed("the output path names no file", path=path)
@@ -71,7 +82,7 @@ def _open_target(path: str, force: bool) -> _Target:
     if not stat.S_ISDIR(info.st_mode):
         raise PublishFailed("the parent is not a directory", path=parent)
     fd = os.open(parent, _DIR)
-    token = secrets.token_hex(8)
+    token = token or secrets.token_hex(8)
     target = _Target(
         path, parent, name, fd, f".{name}.incomplete-{token}", f".{name}.replaced-{token}"
     )
@@ -149,6 +160,7 @@ def check_targets(
     ``create_parents``: a parent directory that does not exist yet is one the caller will
     create (``mkdir -p``); then its nearest existing ancestor must be a directory.
     """
+    journal.recover([os.fspath(path) for path in paths])
     for path in paths:
         text = os.fspath(path)
         parent = os.path.dirname(text.rstrip("/")) or "."
@@ -167,19 +179,34 @@ def publish_together(
     files: Sequence[tuple[str | os.PathLike[str], bytes]], *, force: bool = False, mode: int = 0o644
 ) -> None:
     """Create every ``(path, data)`` file, all or none (see the module docstring)."""
+    journal.recover([os.fspath(path) for path, _ in files])
     targets: list[_Target] = []
+    token = secrets.token_hex(8)
+    written: journal.Journal | None = None
     try:
         for path, _ in files:
-            targets.append(_open_target(os.fspath(path), force))
+            targets.append(_open_target(os.fspath(path), force, token))
         for target, (_, data) in zip(targets, files, strict=True):
             _stage(target, data, mode)
+        if targets:
+            entries = [
+                journal.entry(t.shown, t.staged_inode or (0, 0), len(data), t.existed)
+                for t, (_, data) in zip(targets, files, strict=True)
+            ]
+            first = targets[0]
+            written = journal.Journal(first.parent_fd, f".{first.name}.commit-{token}", entries)
         for target in targets:
             _commit(target)
         for target in targets:
             os.fsync(target.parent_fd)
+        if written is not None:
+            written.discard()  # the commit point
     except BaseException as exc:
         for target in reversed(targets):
             _roll_back(target)
+        if written is not None:
+            with suppress(OSError):
+                written.discard()
         for target in targets:
             os.close(target.parent_fd)
         if isinstance(exc, OSError) and not isinstance(exc, KilnError):
