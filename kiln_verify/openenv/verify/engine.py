@@ -49,6 +49,7 @@ from kiln_verify.openenv.verify.replay_checks import check_group, where
 from kiln_verify.openenv.verify.stats import check_stats
 from kiln_verify.openenv.verify.streams import ReplayStream, SummaryScan, scan_summary
 from kiln_verify.openenv.verify.summary_pass import SummaryRecords
+from kiln_verify.openenv.verify.tails import TailRules
 
 __all__ = ["verify_bundle"]
 
@@ -76,6 +77,7 @@ class _Lockstep:
             for inspection in manifest.environments
         ]
         self.system_prompts: dict[int, str] = {}  # per environment, computed on first use
+        self.tail_rules: dict[int, TailRules] = {}  # likewise
         self.v5 = self.summary.version == 5
         self.corpus_policy: BehaviorPolicyIdentity | None = self.summary.behavior_policy
         self.lines = 0
@@ -151,6 +153,13 @@ class _Lockstep:
         for _ in records:  # pass 2 to the end: its digest proves the summary did not change
             pass
 
+    def _tail_rules(self, index: int) -> TailRules:
+        rules = self.tail_rules.get(index)
+        if rules is None:
+            action = self.manifest.environments[index].schema_.action
+            rules = self.tail_rules[index] = TailRules(action)
+        return rules
+
     def _system_prompt(self, index: int) -> str:
         text = self.system_prompts.get(index)
         if text is None:
@@ -191,6 +200,8 @@ class _Lockstep:
             dataset_shown=self.dataset_shown,
             summary_shown=self.summary_shown,
             line=number,
+            thinking=self.summary.thinking,
+            tail_rules=self._tail_rules(group.environment_index),
         )
         for candidate, completion in zip(group.candidates, line.completions, strict=True):
             record = next(records, None)  # group-major, candidate order (counts checked)
