@@ -264,6 +264,41 @@ def _numeric(base: Base) -> Iterator[Mutation]:
                 )
 
 
+_NEG_ZERO = "\u0000negative zero"
+_NEG_ZERO_TEXT = b'"\\u0000negative zero"'
+
+
+def _negative_zero(base: Base) -> Iterator[Mutation]:
+    """Every integer 0 spelled ``-0``, which serde_json (and now our parser) reads as the
+    float ``-0.0``: refused where the contract says integer (issue 14.7), and elsewhere a
+    changed value (an integer became a float) like any other."""
+    for file, doc in _file_docs(base).items():
+        for path, value in _leaves(doc):
+            if type(value) is not int or value != 0:
+                continue
+
+            def build(file: str = file, path: tuple[Any, ...] = path) -> Files:
+                mutated = _file_docs(base)[file]
+                _set(path, _NEG_ZERO)(mutated)
+                if file == "summary":
+                    text = dumps_pretty(mutated).replace(_NEG_ZERO_TEXT, b"-0")
+                    return base.dataset, base.replay, text
+                if file == "replay":
+                    text = dumps_pretty(mutated).replace(_NEG_ZERO_TEXT, b"-0")
+                    return rebind(base, base.dataset, text)
+                return rebind(base, _jsonl(mutated).replace(_NEG_ZERO_TEXT, b"-0"), base.replay)
+
+            unbound = _unbound(file, doc, path)
+            label = "/".join(map(str, path))
+            yield Mutation(
+                f"{base.name}:{file}:negative_zero:{label}",
+                "negative_zero",
+                build,
+                "unbound" if unbound else "reject",
+                BUNDLE_SEMANTIC | SHAPE | DIGESTS,
+            )
+
+
 def _fields(base: Base) -> Iterator[Mutation]:
     for file, doc in _file_docs(base).items():
         for path, value in _leaves(doc):
@@ -777,7 +812,7 @@ def _bases() -> tuple[Base, ...]:
 def mutations() -> tuple[Mutation, ...]:
     found: dict[str, Mutation] = {}
     for base in _bases():
-        for generator in (_bytes, _numeric, _fields, _structural):
+        for generator in (_bytes, _numeric, _negative_zero, _fields, _structural):
             for mutation in generator(base):
                 found.setdefault(mutation.id, mutation)
     for base in (*_bases(), *_tail_bases()):
@@ -814,7 +849,7 @@ def test_every_mutation(tmp_path: Path) -> None:
         directory = tmp_path / str(index)
         directory.mkdir()
         code = _verify(directory, mutation.build())
-        if mutation.kind.startswith("tail_"):
+        if mutation.kind.startswith("tail_") or mutation.kind == "negative_zero":
             counts = tails.setdefault(mutation.kind, [0, 0])
             counts[0] += 1
             counts[1] += mutation.outcome == "reject" and code in mutation.codes
@@ -828,7 +863,7 @@ def test_every_mutation(tmp_path: Path) -> None:
         elif mutation.outcome == "unbound" and code is not None and code not in ANY_REJECTION:
             wrong.append(f"{mutation.id}: unexpected code {code}")
     print(f"\nbundle mutation outcomes: {dict(sorted(tally.items()))}")
-    print(f"invalid-action tail classes [tried, refused]: {dict(sorted(tails.items()))}")
+    print(f"tail and -0 classes [tried, refused]: {dict(sorted(tails.items()))}")
     assert not wrong, "\n".join(wrong[:40]) + f"\n({len(wrong)} wrong)"
 
 
