@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from kiln_verify.core.paths import open_regular
@@ -51,7 +52,7 @@ from kiln_verify.openenv.verify.streams import ReplayStream, SummaryScan, scan_s
 from kiln_verify.openenv.verify.summary_pass import SummaryRecords
 from kiln_verify.openenv.verify.tails import TailRules
 
-__all__ = ["verify_bundle"]
+__all__ = ["VerifiedBundle", "verify_bundle", "verify_bundle_digests"]
 
 
 class _Lockstep:
@@ -234,13 +235,35 @@ def _open_corpus(
     return HashingReader(stream, max_bytes=expected, limit="dataset_bytes", shown=shown)
 
 
+@dataclass(frozen=True, slots=True)
+class VerifiedBundle:
+    """The report and the SHA-256 of the summary bytes it verified: a caller that reads
+    the summary again (evaluation) proves with it that it read the verified bytes."""
+
+    report: VerificationReport
+    summary_sha256: str
+
+
 def verify_bundle(
     summary_path: str | os.PathLike[str],
     *,
     dataset_path: str | os.PathLike[str] | None = None,
     replay_path: str | os.PathLike[str] | None = None,
 ) -> VerificationReport:
-    """Verify a bundle offline; return the report or raise a typed :class:`KilnError`.
+    """Verify a bundle offline; return the report or raise a typed :class:`KilnError`
+    (:func:`verify_bundle_digests` tells which summary bytes it verified)."""
+    return verify_bundle_digests(
+        summary_path, dataset_path=dataset_path, replay_path=replay_path
+    ).report
+
+
+def verify_bundle_digests(
+    summary_path: str | os.PathLike[str],
+    *,
+    dataset_path: str | os.PathLike[str] | None = None,
+    replay_path: str | os.PathLike[str] | None = None,
+) -> VerifiedBundle:
+    """:func:`verify_bundle` with the digest of the summary bytes it verified.
 
     Bundle rule failures are ``bundle_*`` errors naming the file and group / candidate /
     step; malformed files keep the records package's codes (``json_*``, ``record_invalid``,
@@ -310,7 +333,7 @@ def verify_bundle(
         )
     if scan.stats is not None:
         check_stats(summary.stats, scan.stats, shown=summary_shown)
-    return VerificationReport(
+    report = VerificationReport(
         schema="kiln.openenv-verification.v1",
         summary_path=summary_shown,
         dataset_path=dataset_shown,
@@ -321,3 +344,4 @@ def verify_bundle(
         rollouts=scan.count,
         environment_exchanges=lockstep.exchanges,
     )
+    return VerifiedBundle(report, scan.sha256)
