@@ -35,6 +35,7 @@ _MESSAGES: Mapping[str, str] = {
     "int_type": "Input should be a valid integer",
     "int_parsing": "Input should be a valid integer, unable to parse string as an integer",
     "int_from_float": "Input should be a valid integer, got a number with a fractional part",
+    "int_parsing_size": "Unable to parse input string as an integer, exceeded maximum size",
     "float_type": "Input should be a valid number",
     "float_parsing": "Input should be a valid number, unable to parse string as a number",
     "finite_number": "Input should be a finite number",
@@ -48,6 +49,7 @@ _MESSAGES: Mapping[str, str] = {
 #: inside Unicode White_Space (Rust's `trim`; Python's `\s` would also take U+001C..U+001F).
 _SPACE = "[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
 _INT_TEXT = re.compile(_SPACE + "[+-]?[0-9]+(?:_[0-9]+)*" + _SPACE)
+_I64_BOUND = float(2**63)
 
 
 def short_repr(value: Any) -> str:
@@ -167,19 +169,30 @@ def tool_action_errors(action: Mapping[str, Any]) -> list[ErrorItem]:
 # -- HTTP request bodies (FastAPI: `loc` starts with "body", no `url`) ----------------------
 
 def lax_int(value: Any, loc: Loc, errors: list[ErrorItem], *, url: bool = False) -> Any:
-    """pydantic's lax `int`: bools, integral floats and digit strings are accepted."""
+    """pydantic's lax `int`: bools, integral floats and digit strings are accepted.
+
+    A float must lie strictly between -2**63 and 2**63 (pydantic-core converts it to an
+    i64), and a digit string must convert under Python's integer-string limit (4,300
+    digits); beyond either pydantic answers `int_parsing_size`, so a seed of `1e308`
+    is a 422 as on OpenEnv, not a 500."""
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             errors.append(error("finite_number", loc, value, url=url))
+        elif not -_I64_BOUND < value < _I64_BOUND:
+            errors.append(error("int_parsing_size", loc, value, url=url))
         elif value.is_integer():
             return int(value)
         else:
             errors.append(error("int_from_float", loc, value, url=url))
     elif isinstance(value, str):
         if _INT_TEXT.fullmatch(value):
-            return int(value.strip().replace("_", ""))
+            try:
+                return int(value.strip().replace("_", ""))
+            except ValueError:  # more digits than Python converts
+                errors.append(error("int_parsing_size", loc, value, url=url))
+                return None
         errors.append(error("int_parsing", loc, value, url=url))
     else:
         errors.append(error("int_type", loc, value, url=url))
@@ -283,7 +296,9 @@ def read_json_body(content_type: str | None, body: bytes) -> Any:
         return json.loads(body.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise BodyError(422, [json_invalid(exc.pos, exc.msg)]) from None
-    except (UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):
+        # UnicodeDecodeError, and an integer of more than 4,300 digits, which the json
+        # module refuses with a plain ValueError: FastAPI answers both with this 400
         raise BodyError(400, "There was an error parsing the body") from None
 
 

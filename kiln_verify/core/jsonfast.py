@@ -105,7 +105,8 @@ def depth_within(raw: bytes, limit: int) -> bool:
 
 
 def numbers_suspicious(raw: bytes) -> bool:
-    """Whether ``raw`` may hold a number the strict path refuses (too long, overflowing).
+    """Whether ``raw`` may hold a number the strict path refuses (too long, overflowing) or
+    reads differently from the C scanner (the integer ``-0``, a float there).
 
     Sound for valid JSON: a number token there starts the text or follows ``[``, ``,`` or
     a ``:`` that follows a closing quote (whitespace allowed between), so an exponent spot
@@ -121,6 +122,11 @@ def numbers_suspicious(raw: bytes) -> bool:
             if _token_start(raw, image, at):
                 return True
             at = image.find(marker, at + 1)
+    at = image.find(b"+0")
+    while at >= 0:  # "-0" not followed by a digit, "." or an exponent: the integer -0
+        if image[at + 2 : at + 3] not in (b"0", b".", b"e") and _token_start(raw, image, at):
+            return True
+        at = image.find(b"+0", at + 1)
     return False
 
 

@@ -111,7 +111,19 @@ def _reject_constant(name: str) -> NoReturn:
     raise JsonNonFinite(f"{name} is not a JSON number")
 
 
+def _parse_int(text: str) -> int | float:
+    """serde_json reads ``-0`` as the float ``-0.0`` (an integer that negates to zero is not
+    an i64 there), so an integer field given ``-0`` is refused by Kiln; read it the same way,
+    so that strict integer fields refuse it here too and free-form values keep its sign."""
+    return -0.0 if text == "-0" else int(text)
+
+
 _DECODER = json.JSONDecoder(object_pairs_hook=_object_from_pairs, parse_constant=_reject_constant)
+# The strict path's decoder. The fast paths use the C scanner's own integers and count only
+# when ``numbers_suspicious`` finds no ``-0`` token, which this hook alone reads differently.
+_STRICT_DECODER = json.JSONDecoder(
+    object_pairs_hook=_object_from_pairs, parse_constant=_reject_constant, parse_int=_parse_int
+)
 
 
 def _decode(data: bytes | bytearray | memoryview | str, max_bytes: int) -> tuple[str, bytes]:
@@ -221,7 +233,7 @@ def _strict_value(text: str, raw: bytes, depth_checked: bool) -> Any:
         _check_depth(text)
     _check_numbers(text, raw)
     try:
-        value = _DECODER.decode(text)
+        value = _STRICT_DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise JsonSyntax(f"{exc.msg} at column {exc.colno}", line=exc.lineno) from None
     except RecursionError:

@@ -21,6 +21,7 @@ completed one. It checks, in order:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import tempfile
@@ -29,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from kiln_verify.core.digest import GrpoCorpusHasher, Sha256Digest, verify
+from kiln_verify.core.digest import GrpoCorpusHasher, Sha256Digest, sha256_bytes, verify
 from kiln_verify.core.jsonio import loads
 from kiln_verify.core.paths import open_regular_beneath, open_root
 from kiln_verify.core.safe_tar import extracted_tar_gz
 from kiln_verify.errors import (
+    DigestMismatch,
     HfBundleExtraFile,
     HfBundleMissingFile,
     HfGrpoCorpusInvalid,
@@ -92,6 +94,7 @@ __all__ = [
     "check_grpo_group",
     "export_identities",
     "read_bundle_file",
+    "read_identified",
     "read_paired_result",
     "scan_grpo_corpus",
     "verify_archive",
@@ -218,6 +221,24 @@ def read_bundle_file(root: str, relative: str, max_bytes: int) -> bytes:
     return data
 
 
+def _changed(shown: str) -> DigestMismatch:
+    return DigestMismatch(
+        "the file changed after its identity was checked (read again, it is other bytes)",
+        path=shown,
+    )
+
+
+def read_identified(root: str, ident: FileIdentity, max_bytes: int) -> bytes:
+    """A declared file's bytes for a content check, read through one descriptor and proven
+    to be the bytes its identity names (size and SHA-256), so a file swapped after
+    :func:`~kiln_verify.core.digest.verify` hashed it is refused (``digest_mismatch``)
+    instead of being checked in place of the hashed one (issue 14.6)."""
+    data = read_bundle_file(root, ident.relative_path, max_bytes)
+    if len(data) != ident.size_bytes or str(sha256_bytes(data)) != ident.sha256:
+        raise _changed(os.path.join(root, ident.relative_path))
+    return data
+
+
 def export_identities(export: ExportManifest) -> list[FileIdentity]:
     """Every file identity an export manifest declares (the manifest itself excluded)."""
     model, data = export.model, export.data
@@ -322,8 +343,8 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
         _check_sft(shown, export)
     else:
         replay = TokenReplay(
-            read_bundle_file(shown, "tokenizer.json", MAX_TOKENIZER_BYTES),
-            read_bundle_file(shown, "chat_template.jinja", MAX_CHAT_TEMPLATE_BYTES),
+            read_identified(shown, export.model.tokenizer, MAX_TOKENIZER_BYTES),
+            read_identified(shown, export.model.chat_template, MAX_CHAT_TEMPLATE_BYTES),
         )
         scan_grpo_corpus(
             os.path.join(shown, "train.jsonl"), GrpoBinding.of(export), totals=export, replay=replay
@@ -351,7 +372,8 @@ def _check_sft(root: str, export: ExportManifest) -> None:
     assert selection is not None  # the manifest model requires it for task sft
     receipt_path = os.path.join(root, "sft_ingestion.json")
     receipt = read_sft_ingestion(
-        read_bundle_file(root, "sft_ingestion.json", MAX_SFT_RECEIPT_BYTES), source=receipt_path
+        read_identified(root, selection.ingestion_receipt, MAX_SFT_RECEIPT_BYTES),
+        source=receipt_path,
     )
     pairs = (
         ("invalid_row_policy", receipt.invalid_row_policy, selection.invalid_row_policy),
@@ -369,7 +391,7 @@ def _check_sft(root: str, export: ExportManifest) -> None:
             )
     dataset_path = os.path.join(root, "train.jsonl")
     count = 0
-    for number, line in _lines(root, "train.jsonl", MAX_SFT_ROW_BYTES):
+    for number, line in _lines(root, data.dataset, MAX_SFT_ROW_BYTES):
         try:
             example = validate_record(SftExample, loads(line[:-1], max_bytes=MAX_SFT_ROW_BYTES))
         except KilnError as exc:
@@ -394,7 +416,9 @@ def _check_sft(root: str, export: ExportManifest) -> None:
         raise HfIdentityMismatch(
             f"train.jsonl has {count} rows, the export declares {data.row_count}", path=dataset_path
         )
-    template = read_bundle_file(root, "training_chat_template.jinja", MAX_CHAT_TEMPLATE_BYTES)
+    template = read_identified(
+        root, export.model.trl_training_chat_template, MAX_CHAT_TEMPLATE_BYTES
+    )
     if not has_generation_blocks(template.decode("utf-8", "replace")):
         raise HfTrainingTemplateUnderivable(
             "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} blocks",
@@ -402,14 +426,23 @@ def _check_sft(root: str, export: ExportManifest) -> None:
         )
 
 
-def _lines(root: str, relative: str, max_line: int) -> Iterator[tuple[int, bytes]]:
+def _lines(root: str, ident: FileIdentity, max_line: int) -> Iterator[tuple[int, bytes]]:
+    """The LF-terminated rows of a declared file; at the end the bytes read must be the
+    identity's (the rows checked are the rows hashed, issue 14.6)."""
+    relative = ident.relative_path
     shown = os.path.join(root, relative)
+    hasher = hashlib.sha256()
+    size = 0
     with open_regular_beneath(root, relative) as fd, os.fdopen(os.dup(fd), "rb") as stream:
         number = 0
         while True:
             line = stream.readline(max_line + 1)
             if not line:
+                if size != ident.size_bytes or "sha256:" + hasher.hexdigest() != ident.sha256:
+                    raise _changed(shown)
                 return
+            hasher.update(line)
+            size += len(line)
             number += 1
             if len(line) > max_line:
                 raise RecordInvalid(

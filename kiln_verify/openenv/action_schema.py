@@ -127,6 +127,19 @@ class ActionSchema:
         )
         return found
 
+    def violation(self, action: Any) -> str:
+        """Why ``action`` fails the schema, as the collector writes it in an
+        ``ACTION_SCHEMA_VALIDATION_FAILED`` harness error, or "" when it passes.
+
+        The one spelling of that message: the offline verifier re-derives it from the
+        recorded action text and requires these exact bytes (kiln-openenv-contract §6.9).
+        """
+        issues = self.issues(action)
+        if not issues:
+            return ""
+        shown = "; ".join(issue.describe() for issue in issues[:MAX_ACTION_ISSUES])
+        return "the action violates the action schema: " + shown
+
     def validate(self, action: Any) -> None:
         found = self.issues(action)
         if not found:

@@ -185,7 +185,7 @@ def test_invalid_model_actions(servers: dict[str, ServerHandle], tmp_path: Path)
         assert tail.warning_prefix_len == len(tail.content.encode("utf-8"))
     assert [len(c.exchanges) for c in candidates] == [0, 0, 0, 1]
     assert [c.episode_return for c in candidates[:3]] == [-2.0, -2.0, -2.0]
-    assert completions[0].trajectory[0].content == ""  # no output: the (empty) reasoning
+    assert completions[0].trajectory[0].content == "   "  # no output, thinking off: the raw content
     assert completions[1].trajectory[0].content == "pull arm 3 please"
     assert candidates[3].exchanges[0].action == {"arm": 1}  # fences stripped
     assert result.summary.stats.invalid_model_action_count == 4

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import random
 import re
 import tempfile
 from collections.abc import Callable, Iterator
@@ -34,8 +35,24 @@ import pytest
 from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
 from kiln_verify.errors import KilnError
+from kiln_verify.openenv.records.prompt import (
+    HARNESS_CODES,
+    NO_OUTPUT_MESSAGE,
+    action_content,
+    harness_error_content,
+    judge_model_reply,
+)
+from kiln_verify.openenv.records.rollout import TURN_BREAK
 from kiln_verify.openenv.verify import verify_bundle
-from tests.verify.bundles import DATASET, REPLAY, SUMMARY, build_bundle, write_fixture_bundle
+from kiln_verify.openenv.verify.tails import TailRules
+from tests.verify.bundles import (
+    DATASET,
+    EVERY_TAIL,
+    REPLAY,
+    SUMMARY,
+    build_bundle,
+    write_fixture_bundle,
+)
 
 BUNDLE_SEMANTIC = frozenset(
     {
@@ -245,6 +262,41 @@ def _numeric(base: Base) -> Iterator[Mutation]:
                 yield _json_mutation(
                     base, file, f"{kind}{new:+}", path, _set(path, new), codes, ulp=kind == "ulp"
                 )
+
+
+_NEG_ZERO = "\u0000negative zero"
+_NEG_ZERO_TEXT = b'"\\u0000negative zero"'
+
+
+def _negative_zero(base: Base) -> Iterator[Mutation]:
+    """Every integer 0 spelled ``-0``, which serde_json (and now our parser) reads as the
+    float ``-0.0``: refused where the contract says integer (issue 14.7), and elsewhere a
+    changed value (an integer became a float) like any other."""
+    for file, doc in _file_docs(base).items():
+        for path, value in _leaves(doc):
+            if type(value) is not int or value != 0:
+                continue
+
+            def build(file: str = file, path: tuple[Any, ...] = path) -> Files:
+                mutated = _file_docs(base)[file]
+                _set(path, _NEG_ZERO)(mutated)
+                if file == "summary":
+                    text = dumps_pretty(mutated).replace(_NEG_ZERO_TEXT, b"-0")
+                    return base.dataset, base.replay, text
+                if file == "replay":
+                    text = dumps_pretty(mutated).replace(_NEG_ZERO_TEXT, b"-0")
+                    return rebind(base, base.dataset, text)
+                return rebind(base, _jsonl(mutated).replace(_NEG_ZERO_TEXT, b"-0"), base.replay)
+
+            unbound = _unbound(file, doc, path)
+            label = "/".join(map(str, path))
+            yield Mutation(
+                f"{base.name}:{file}:negative_zero:{label}",
+                "negative_zero",
+                build,
+                "unbound" if unbound else "reject",
+                BUNDLE_SEMANTIC | SHAPE | DIGESTS,
+            )
 
 
 def _fields(base: Base) -> Iterator[Mutation]:
@@ -581,6 +633,161 @@ def _structural(base: Base) -> Iterator[Mutation]:
         )
 
 
+# -- invalid-action tails (issue 14.2) ---------------------------------------------------------
+# Each class rewrites one invalid-action tail consistently (``text``, warning prefix, digests)
+# so that only the tail check can refuse it: the verifier re-derives the harness outcome
+# from the recorded action text with the collector's rule (``judge_model_reply``).
+
+TAIL = frozenset({"bundle_trajectory_mismatch"})
+VALID_REPLIES = ('{"arm":1}', '```json\n{"arm": 0}\n```', ' {"arm": 2}\n', '```{"arm":3}```')
+INVALID_REPLIES = ("pull lever", '{"arm": "z"}', "", '{"arm": 1}}', "[1]", '{"x": 1}')
+OTHER_MESSAGES = (
+    NO_OUTPUT_MESSAGE,
+    "the model output is not one JSON object (json_syntax: Expecting value at column 1)",
+    "the action violates the action schema: type at $/arm (schema $/properties/arm/type)",
+    "the model output is a JSON list, not an object",
+    "",
+)
+
+
+@dataclass(frozen=True)
+class _Tail:
+    line: int
+    completion: int
+    segment: str
+    harness: dict[str, Any]
+    thinking: bool
+    rules: TailRules
+
+
+def _tails_of(base: Base) -> list[_Tail]:
+    thinking = base.summary_json()["thinking"]
+    replay = base.replay_json()
+    found = []
+    for i, line in enumerate(base.lines):
+        env = replay["groups"][i]["environment_index"]
+        rules = TailRules(replay["environments"][env]["schema"]["action"])
+        for j, completion in enumerate(line["completions"]):
+            if completion["openenv"]["termination"] == "invalid_model_action":
+                segment, harness = completion["trajectory"][-2:]
+                tail = json.loads(harness["content"])["openenv_harness_error"]
+                found.append(_Tail(i, j, segment["content"], tail, thinking, rules))
+    return found
+
+
+def _with_tail(base: Base, tail: _Tail, segment: str, harness: str) -> Callable[[], Files]:
+    def build() -> Files:
+        lines = base.lines
+        completion = lines[tail.line]["completions"][tail.completion]
+        trajectory = completion["trajectory"]
+        trajectory[-2]["content"] = segment
+        trajectory[-1]["content"] = harness
+        trajectory[-1]["warning_prefix_len"] = len(harness.encode("utf-8"))
+        completion["text"] = TURN_BREAK.join(
+            s["content"] for s in trajectory if s["kind"] == "action"
+        )
+        return rebind(base, _jsonl(lines), base.replay)
+
+    return build
+
+
+def _reply_text(tail: _Tail, content: str) -> str:
+    return action_content(content, thinking=tail.thinking, reasoning="r")
+
+
+def _random_messages(rng: random.Random, message: str) -> list[str]:
+    """Messages the collector would not write for this text: near misses and noise."""
+    out = [message + " ", " " + message, message.upper(), message[:-1], message + "."]
+    if message:
+        at = rng.randrange(len(message))
+        out.append(message[:at] + chr(ord(message[at]) ^ 1) + message[at + 1 :])
+    alphabet = 'abcxyz {}[]":,0123456789$/é\u2028\n'
+    out += ["".join(rng.choices(alphabet, k=rng.randrange(1, 40))) for _ in range(12)]
+    return [m for m in dict.fromkeys(out) if m != message]
+
+
+def _tail_mutations(base: Base) -> Iterator[Mutation]:
+    rng = random.Random(14)
+    for n, tail in enumerate(_tails_of(base)):
+        code, message = tail.harness["code"], tail.harness["message"]
+        name = f"{base.name}:dataset:tail{n}"
+
+        def reject(
+            kind: str, label: str, segment: str, harness: str, tail: _Tail = tail, name: str = name
+        ) -> Mutation:
+            build = _with_tail(base, tail, segment, harness)
+            return Mutation(f"{name}:{kind}:{label}", kind, build, "reject", TAIL)
+
+        for other in HARNESS_CODES:
+            if other == code:
+                continue
+            yield reject("tail_relabel", other, tail.segment, harness_error_content(other, message))
+            for m, text in enumerate(OTHER_MESSAGES):
+                if text != message:
+                    harness = harness_error_content(other, text)
+                    yield reject("tail_relabel", f"{other}:{m}", tail.segment, harness)
+        for v, content in enumerate(VALID_REPLIES):
+            segment = _reply_text(tail, content)
+            for each in HARNESS_CODES:
+                for m, text in enumerate((message, OTHER_MESSAGES[v % len(OTHER_MESSAGES)])):
+                    harness = harness_error_content(each, text)
+                    yield reject("tail_valid_action", f"{v}:{each}:{m}", segment, harness)
+        no_output = harness_error_content("MODEL_ACTION_NO_OUTPUT", NO_OUTPUT_MESSAGE)
+        for a, content in enumerate(("pull lever", '{"arm": "z"}', *VALID_REPLIES)):
+            yield reject("tail_no_output_answer", str(a), _reply_text(tail, content), no_output)
+        if tail.thinking:  # the collector writes no </think> when there is no final content
+            yield reject("tail_no_output_answer", "closed", "r</think>  ", no_output)
+        for m, text in enumerate(_random_messages(rng, message)):
+            harness = harness_error_content(code, text)
+            yield reject("tail_message", str(m), tail.segment, harness)
+        compact = harness_error_content(code, message)
+        for r, respelled in enumerate(
+            (
+                json.dumps(json.loads(compact)),  # spaces
+                json.dumps(json.loads(compact), ensure_ascii=True).replace(" ", ""),
+                dumps_compact({"done": True, "openenv_harness_error": tail.harness}).decode(),
+                compact.replace('"done":true', '"done":true,"extra":1'),
+            )
+        ):
+            if respelled != compact:
+                yield reject("tail_respelled", str(r), tail.segment, respelled)
+        for c, content in enumerate(INVALID_REPLIES):  # the collector's own tails verify
+            reply = judge_model_reply(content, "r", thinking=tail.thinking, rules=tail.rules)
+            assert reply.code is not None
+            assert reply.message is not None
+            harness = harness_error_content(reply.code, reply.message)
+            yield Mutation(
+                f"{name}:tail_rederived:{c}",
+                "tail_rederived",
+                _with_tail(base, tail, reply.text, harness),
+                "accept",
+            )
+
+
+@functools.cache
+def _tail_bases() -> tuple[Base, ...]:
+    """Bundles with every harness kind in their tails, thinking on and off."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, thinking in (("tails", True), ("tails-nothink", False)):
+            bundle = build_bundle(
+                Path(tmp) / name,
+                groups=6,
+                group_size=5,
+                thinking=thinking,
+                tail_replies=EVERY_TAIL,
+            )
+            out.append(
+                Base(
+                    name,
+                    bundle.dataset.read_bytes(),
+                    bundle.replay.read_bytes(),
+                    bundle.summary.read_bytes(),
+                )
+            )
+    return tuple(out)
+
+
 @functools.cache
 def _bases() -> tuple[Base, ...]:
     out = []
@@ -605,9 +812,12 @@ def _bases() -> tuple[Base, ...]:
 def mutations() -> tuple[Mutation, ...]:
     found: dict[str, Mutation] = {}
     for base in _bases():
-        for generator in (_bytes, _numeric, _fields, _structural):
+        for generator in (_bytes, _numeric, _negative_zero, _fields, _structural):
             for mutation in generator(base):
                 found.setdefault(mutation.id, mutation)
+    for base in (*_bases(), *_tail_bases()):
+        for mutation in _tail_mutations(base):
+            found.setdefault(mutation.id, mutation)
     return tuple(found.values())
 
 
@@ -634,10 +844,15 @@ def test_every_mutation(tmp_path: Path) -> None:
     """One test over the whole corpus (fast); failures list every offending mutation."""
     wrong: list[str] = []
     tally: dict[str, int] = {}
+    tails: dict[str, list[int]] = {}  # tail class -> [tried, refused with its code]
     for index, mutation in enumerate(mutations()):
         directory = tmp_path / str(index)
         directory.mkdir()
         code = _verify(directory, mutation.build())
+        if mutation.kind.startswith("tail_") or mutation.kind == "negative_zero":
+            counts = tails.setdefault(mutation.kind, [0, 0])
+            counts[0] += 1
+            counts[1] += mutation.outcome == "reject" and code in mutation.codes
         tally[f"{mutation.outcome}:{code or 'verified'}"] = (
             tally.get(f"{mutation.outcome}:{code or 'verified'}", 0) + 1
         )
@@ -648,6 +863,7 @@ def test_every_mutation(tmp_path: Path) -> None:
         elif mutation.outcome == "unbound" and code is not None and code not in ANY_REJECTION:
             wrong.append(f"{mutation.id}: unexpected code {code}")
     print(f"\nbundle mutation outcomes: {dict(sorted(tally.items()))}")
+    print(f"tail and -0 classes [tried, refused]: {dict(sorted(tails.items()))}")
     assert not wrong, "\n".join(wrong[:40]) + f"\n({len(wrong)} wrong)"
 
 

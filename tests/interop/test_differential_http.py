@@ -361,6 +361,9 @@ def test_mcp_endpoint(http: httpx.Client, pairs: dict[str, Pair], body: bytes) -
     )
 
 
+JSON_TYPE = {"content-type": "application/json"}
+
+
 @pytest.mark.parametrize(
     ("path", "content", "request_headers"),
     [
@@ -371,11 +374,29 @@ def test_mcp_endpoint(http: httpx.Client, pairs: dict[str, Pair], body: bytes) -
         ("/reset", b"null", {"content-type": "application/json"}),
         ("/reset", b"{bad", {"content-type": "application/json"}),
         ("/reset", b'{"seed":1,"seed":2}', {"content-type": "application/json"}),
+        # numbers Python's json reads but a request model cannot hold (issue 14.7): 1e999
+        # is a 500 on openenv too (its 422 cannot render inf), an integer of more than
+        # 4,300 digits a 400, an integral float outside i64 or a longer digit string a 422
+        ("/reset", b'{"seed":1e999}', JSON_TYPE),
+        ("/reset", b'{"seed":-1e999}', JSON_TYPE),
+        ("/reset", b'{"seed":1e308}', JSON_TYPE),
+        ("/reset", b'{"seed":9.223372036854776e18}', JSON_TYPE),
+        ("/reset", b'{"seed":9.223372036854775e18}', JSON_TYPE),
+        ("/reset", b'{"seed":-9.223372036854776e18}', JSON_TYPE),
+        ("/reset", b'{"seed":' + b"7" * 5000 + b"}", JSON_TYPE),
+        ("/reset", b'{"seed":' + b"7" * 4300 + b"}", JSON_TYPE),
+        ("/reset", b'{"seed":' + b"7" * 4301 + b"}", JSON_TYPE),
+        ("/reset", b'{"seed":"' + b"7" * 5000 + b'"}', JSON_TYPE),
+        ("/reset", b'{"seed":0,"x":' + b"7" * 5000 + b"}", JSON_TYPE),
+        ("/reset", b'{"seed":-0}', JSON_TYPE),
         ("/step", b'{"action":{"amount":1}}', {}),
         ("/step", b'{"action":{"amount":1}}', {"content-type": "text/plain"}),
         ("/step", b"", {"content-type": "application/json"}),
         ("/step", b"[1]", {"content-type": "application/json"}),
         ("/step", b'{"action":{"amount":NaN}}', {"content-type": "application/json"}),
+        ("/step", b'{"action":{"amount":1e999}}', JSON_TYPE),
+        ("/step", b'{"action":{"amount":1},"timeout_s":1e999}', JSON_TYPE),
+        ("/step", b'{"action":{"amount":' + b"7" * 5000 + b"}}", JSON_TYPE),
     ],
 )
 def test_odd_request_bodies(
@@ -391,6 +412,24 @@ def test_odd_request_bodies(
     assert ours.status_code == theirs.status_code, theirs.text
     assert headers(ours) == headers(theirs)
     assert ours.content == theirs.content
+
+
+@pytest.mark.parametrize(
+    ("seed", "status"),
+    [
+        (b"1e999", 500),  # openenv's 422 would echo inf, which its JSONResponse cannot render
+        (b"1e308", 422),  # int_parsing_size
+        (b"7" * 5000, 400),  # json refuses > 4,300 digits: "There was an error parsing the body"
+        (b'"' + b"7" * 5000 + b'"', 422),  # int_parsing_size
+    ],
+)
+def test_reset_seeds_out_of_range(
+    http: httpx.Client, pairs: dict[str, Pair], seed: bytes, status: int
+) -> None:
+    """Issue 14.7: the statuses openenv 0.10.0 gives seeds no request model can hold."""
+    body = b'{"seed":' + seed + b"}"
+    ours, theirs = both(http, pairs["counter"], "POST", "/reset", content=body, headers=JSON_TYPE)
+    assert_same(ours, theirs, status=status)
 
 
 @pytest.mark.parametrize(

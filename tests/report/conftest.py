@@ -89,9 +89,7 @@ def bundle(tmp_path: Path) -> Bundle:
 
 @pytest.fixture
 def hostile_bundle(tmp_path: Path) -> Bundle:
-    return build_bundle(
-        tmp_path / "hostile", groups=5, group_size=2, label=HOSTILE, harness_message=HOSTILE
-    )
+    return build_bundle(tmp_path / "hostile", groups=5, group_size=2, label=HOSTILE)
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ the records package (prompt texts, digests, serializations). Candidate ``c`` of 
 1. ``max_steps``: ``max_steps`` observations with null / boolean rewards;
 2. ``protocol_error``: a continued ``EXECUTION_ERROR`` then a terminal ``SESSION_ERROR``
    (no final state);
-3. ``invalid_model_action``: one observation then a schema-invalid action
-   (``ACTION_SCHEMA_VALIDATION_FAILED`` harness error, reference §17);
+3. ``invalid_model_action``: one observation then an invalid reply (by default a
+   schema-invalid action, ``ACTION_SCHEMA_VALIDATION_FAILED``, reference §17; see
+   ``tail_replies``);
 4. ``protocol_error`` by budget: two recoverable errors with ``max_recoverable_errors = 1``.
 
 ``pad`` adds that many characters of text to every observation and ``reasoning`` that many
@@ -37,6 +38,7 @@ from kiln_verify.openenv.records.prompt import (
     action_content,
     harness_error_segment,
     initial_messages,
+    judge_model_reply,
     observation_segment,
     protocol_error_segment,
 )
@@ -44,6 +46,7 @@ from kiln_verify.openenv.records.replay import ReplayManifest
 from kiln_verify.openenv.records.rollout import TURN_BREAK, AgenticGroup, TurnSegment
 from kiln_verify.openenv.records.summary import RolloutSummary
 from kiln_verify.openenv.verify.stats import compute_stats
+from kiln_verify.openenv.verify.tails import TailRules
 
 DATASET = "openenv.rollouts.jsonl"
 REPLAY = "openenv.replay.json"
@@ -88,6 +91,17 @@ def _inspection(index: int, label: str = "") -> dict[str, Any]:
 
 
 TEMPLATES: list[dict[str, Any]] = [{"difficulty": "hard"}, {"split": "train", "level": 2}]
+SCHEMA_TAIL: tuple[tuple[str, str | None], ...] = (('{"arm":"two"}', "r"),)
+"""The default invalid tail: a schema-invalid action (``ACTION_SCHEMA_VALIDATION_FAILED``)."""
+EVERY_TAIL: tuple[tuple[str, str | None], ...] = (
+    ('{"arm":"two"}', "r"),  # ACTION_SCHEMA_VALIDATION_FAILED
+    ("pull arm 2", "r"),  # INVALID_MODEL_ACTION
+    ("  \n", 'still thinking about {"arm": 1}'),  # MODEL_ACTION_NO_OUTPUT
+    ('```json\n{"arm": 1.5, "x": 1}\n```', None),  # two schema issues, fenced
+    ('{"arm": 1} and more', ""),  # INVALID_MODEL_ACTION: trailing text
+    ("", None),  # MODEL_ACTION_NO_OUTPUT, nothing at all
+)
+"""One reply of every harness kind, for :func:`build_bundle`'s ``tail_replies``."""
 
 
 @dataclass
@@ -145,20 +159,25 @@ def build_bundle(
     reasoning: int = 0,
     script_offset: int = 0,
     label: str = "",
-    harness_message: str = "arm: not an integer",
+    thinking: bool = True,
+    tail_replies: tuple[tuple[str, str | None], ...] = SCHEMA_TAIL,
 ) -> Bundle:
     """Write a consistent bundle of ``groups * group_size`` scripted episodes.
 
     ``script_offset`` shifts every candidate's script (a paired bundle with other returns);
     ``label`` is appended to each environment's name and description and replaces the
-    observation padding, and ``harness_message`` is the invalid-action message: the places
-    peer text reaches a report (hostile-input tests put markup there).
+    observation padding: the places peer text reaches a report (hostile-input tests put
+    markup there). ``tail_replies``: the (content, reasoning) model replies that end script
+    3 as an invalid action, group ``g`` taking entry ``g mod len``; their segments come from
+    the collector's own rule (``judge_model_reply`` with the recorded action schema), so a
+    harness message is never free text.
     """
     directory.mkdir(parents=True, exist_ok=True)
     filler = label or "x" * pad
     thought = "r" + "y" * reasoning
     inspections = [_inspection(i, label) for i in range(len(TEMPLATES))]
     insp_records = [EnvironmentInspection.from_json(i) for i in inspections]
+    rules = [TailRules(i["schema"]["action"]) for i in inspections]
     seed_start = 100
     replay_groups: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
@@ -183,7 +202,7 @@ def build_bundle(
                 recoverable = 0
                 for step, (action, result) in enumerate(pairs):
                     text = action_content(
-                        dumps_compact(action).decode(), thinking=True, reasoning=thought
+                        dumps_compact(action).decode(), thinking=thinking, reasoning=thought
                     )
                     segments.append(TurnSegment.action(text))
                     if result["kind"] == "observation":
@@ -204,10 +223,14 @@ def build_bundle(
                     "protocol_error",
                 ][script]
                 if script == 3:
-                    segments.append(TurnSegment.action('r</think>{"arm":"two"}'))
-                    segments.append(
-                        harness_error_segment("ACTION_SCHEMA_VALIDATION_FAILED", harness_message)
+                    content, thinking_text = tail_replies[g % len(tail_replies)]
+                    reply = judge_model_reply(
+                        content, thinking_text, thinking=thinking, rules=rules[env]
                     )
+                    assert reply.code is not None
+                    assert reply.message is not None
+                    segments.append(TurnSegment.action(reply.text))
+                    segments.append(harness_error_segment(reply.code, reply.message))
                     total += PENALTY
                 code = pairs[-1][1]["error"]["code"] if termination == "protocol_error" else None
                 candidate: dict[str, Any] = {"candidate_index": c, "exchanges": exchanges}
@@ -320,7 +343,7 @@ def build_bundle(
             "concurrency": 1,
             "max_action_tokens": 256,
             "temperature": 1.0,
-            "thinking": True,
+            "thinking": thinking,
             "protocol_error_reward": PENALTY,
             "max_recoverable_errors": MAX_RECOVERABLE,
             "capacity_wait_seconds": 300,

@@ -182,11 +182,19 @@ def _unique_object(pairs: list[tuple[str, Json]]) -> dict[str, Json]:
     return out
 
 
+def _parse_int(digits: str) -> int | float:
+    # serde_json (and kiln-verify) read -0 as the float -0.0, so no integer field takes it
+    return -0.0 if digits == "-0" else int(digits)
+
+
 def strict_json(data: bytes, what: str) -> Json:
     """Strict UTF-8 JSON: duplicate keys, NaN/Infinity and trailing data are rejected."""
     try:
         return json.loads(
-            data.decode("utf-8"), object_pairs_hook=_unique_object, parse_constant=_reject_constant
+            data.decode("utf-8"),
+            object_pairs_hook=_unique_object,
+            parse_constant=_reject_constant,
+            parse_int=_parse_int,
         )
     except (UnicodeDecodeError, ValueError) as exc:
         fail("strict-json", f"{what} is not strict JSON ({exc})")
@@ -363,6 +371,45 @@ def verify_identity(root: str, ident: Identity, limit: int | None = None) -> Non
             f"{ident.relative_path}: bytes differ from the manifest identity "
             f"(size {size} vs {ident.size_bytes})",
         )
+
+
+def read_verified(root: str, ident: Identity, limit: int) -> bytes:
+    """A declared file's bytes read through one descriptor and proven to be its identity's:
+    whatever is checked or used after the identity pass is the very bytes it hashed."""
+    data = read_bundle_file(root, ident.relative_path, limit)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if len(data) != ident.size_bytes or digest != ident.sha256:
+        fail("artifact-identity", f"{ident.relative_path} changed after it was verified")
+    return data
+
+
+class VerifiedLines:
+    """The LF-terminated lines of a declared file, hashed as they are read; :meth:`check`
+    after the last line proves they were the identity's bytes."""
+
+    def __init__(self, root: str, ident: Identity) -> None:
+        self.ident = ident
+        self.stream = os.fdopen(open_in_bundle(root, ident.relative_path), "rb")
+        self.hasher = hashlib.sha256()
+        self.size = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self.stream:
+            for line in self.stream:
+                self.hasher.update(line)
+                self.size += len(line)
+                yield line
+
+    def check(self) -> None:
+        digest = "sha256:" + self.hasher.hexdigest()
+        if self.size != self.ident.size_bytes or digest != self.ident.sha256:
+            fail("artifact-identity", f"{self.ident.relative_path} changed after it was verified")
+
+
+def manifest_identity(bundle: Bundle, section: str, key: str, path: str) -> Identity:
+    """The identity ``manifest[section][key]`` of a file the preflight verified."""
+    entry = bundle.manifest[section][key]
+    return Identity(path, entry["size_bytes"], entry["sha256"])
 
 
 # ----------------------------------------------------------------------------------------
@@ -618,8 +665,8 @@ def load_bundle(root: str) -> Bundle:
     if task == "sft":
         assert receipt is not None
         check_ingestion_receipt(root, d, receipt)
-        check_sft_rows(root, rows)
-        template = read_bundle_file(root, "training_chat_template.jinja", 16 * 1024 * 1024)
+        check_sft_rows(root, rows, dataset)
+        template = read_verified(root, model_ids["trl_training_chat_template"], 16 * 1024 * 1024)
         if not (
             re.search(rb"\{%-?\s*generation\s*-?%\}", template)
             and re.search(rb"\{%-?\s*endgeneration\s*-?%\}", template)
@@ -632,7 +679,7 @@ def load_bundle(root: str) -> Bundle:
     else:
         bundle.grpo_width = scan_grpo_corpus(root, rows, corpus)
 
-    pins, platform = parse_lock(read_bundle_file(root, "requirements.lock", 1024 * 1024))
+    pins, platform = parse_lock(read_verified(root, lock, 1024 * 1024))
     if pins != PINNED_PACKAGES or platform != PLATFORM_TORCH_RANGE:
         fail(
             "environment-lock",
@@ -693,9 +740,7 @@ def check_shard_manifest(value: Json) -> list[tuple[str, int, str]]:
 
 
 def check_ingestion_receipt(root: str, data: dict[str, Json], receipt: Identity) -> None:
-    doc = strict_json(
-        read_bundle_file(root, receipt.relative_path, MAX_RECEIPT_BYTES), receipt.relative_path
-    )
+    doc = strict_json(read_verified(root, receipt, MAX_RECEIPT_BYTES), receipt.relative_path)
     r = obj(
         doc,
         "sft_ingestion.json",
@@ -742,20 +787,20 @@ def check_ingestion_receipt(root: str, data: dict[str, Json], receipt: Identity)
         fail("ingestion-receipt", "kept_corpus_sha256 does not match kept_row_hashes")
 
 
-def check_sft_rows(root: str, rows: int) -> None:
-    fd = open_in_bundle(root, "train.jsonl")
+def check_sft_rows(root: str, rows: int, dataset: Identity) -> None:
     count = 0
-    with os.fdopen(fd, "rb") as f:
-        for number, line in enumerate(f, 1):
-            row = strict_json(line, f"train.jsonl line {number}") if line.strip() else None
-            if (
-                not isinstance(row, dict)
-                or set(row) != {"messages"}
-                or not isinstance(row["messages"], list)
-                or not row["messages"]
-            ):
-                fail("sft-dataset", f'train.jsonl line {number} is not {{"messages": [...]}}')
-            count += 1
+    lines = VerifiedLines(root, dataset)
+    for number, line in enumerate(lines, 1):
+        row = strict_json(line, f"train.jsonl line {number}") if line.strip() else None
+        if (
+            not isinstance(row, dict)
+            or set(row) != {"messages"}
+            or not isinstance(row["messages"], list)
+            or not row["messages"]
+        ):
+            fail("sft-dataset", f'train.jsonl line {number} is not {{"messages": [...]}}')
+        count += 1
+    lines.check()
     if count != rows:
         fail("sft-dataset", f"train.jsonl has {count} rows, the manifest declares {rows}")
 
@@ -883,7 +928,7 @@ def verify_base_model(bundle: Bundle, base: str) -> None:
         fail("base-model", "the base model tokenizer.json is empty or too large", fix)
     ours = strict_json(raw, "base model tokenizer.json")
     exported = strict_json(
-        read_bundle_file(bundle.root, "tokenizer.json", MAX_TOKENIZER_BYTES), "tokenizer.json"
+        read_verified(bundle.root, bundle.tokenizer, MAX_TOKENIZER_BYTES), "tokenizer.json"
     )
     if not isinstance(ours, dict) or not isinstance(exported, dict):
         fail("base-model-tokenizer", "tokenizer.json must be a JSON object", fix)
@@ -1332,13 +1377,22 @@ def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str,
 
     dtype = resolve_dtype(args.dtype)
     rows: list[Json] = []
-    with os.fdopen(open_in_bundle(bundle.root, "train.jsonl"), "rb") as f:
-        for line in f:
-            row = strict_json(line, "train.jsonl row")
-            rows.append({"messages": normalize_messages(row["messages"])})
-    template_path = os.path.join(bundle.root, "training_chat_template.jinja")
-    with open(template_path, encoding="utf-8") as f:
-        template = f.read()
+    lines = VerifiedLines(bundle.root, manifest_identity(bundle, "data", "dataset", "train.jsonl"))
+    for line in lines:
+        row = strict_json(line, "train.jsonl row")
+        rows.append({"messages": normalize_messages(row["messages"])})
+    lines.check()  # the rows trained on are the rows the preflight verified
+    template_bytes = read_verified(
+        bundle.root,
+        manifest_identity(
+            bundle, "model", "trl_training_chat_template", "training_chat_template.jinja"
+        ),
+        16 * 1024 * 1024,
+    )
+    template = template_bytes.decode("utf-8")
+    # TRL reads the template by path: give it a private copy of the verified bytes
+    template_path = os.path.join(work, "training_chat_template.jinja")
+    write_new(work, "training_chat_template.jinja", template_bytes)
     tokenizer: Any = AutoTokenizer.from_pretrained(
         args.base_model, local_files_only=True, trust_remote_code=False, use_fast=True
     )
@@ -1627,8 +1681,11 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
     )
     if not getattr(tokenizer, "is_fast", False):
         fail("tokenizer", "the base model tokenizer is not a fast tokenizer")
-    with open(os.path.join(bundle.root, "chat_template.jinja"), encoding="utf-8") as f:
-        tokenizer.chat_template = f.read()
+    tokenizer.chat_template = read_verified(
+        bundle.root,
+        manifest_identity(bundle, "model", "chat_template", "chat_template.jinja"),
+        16 * 1024 * 1024,
+    ).decode("utf-8")
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             fail("tokenizer", "the tokenizer has neither a pad nor an eos token")

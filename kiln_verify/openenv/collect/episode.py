@@ -45,11 +45,7 @@ from kiln_verify.errors import (
     ResetDone,
     TerminalProtocolError,
 )
-from kiln_verify.limits import (
-    MAX_ACTION_CHECK_CACHE_ENTRIES,
-    MAX_ACTION_CHECK_CACHE_KEY_CHARS,
-    MAX_ACTION_ISSUES,
-)
+from kiln_verify.limits import MAX_ACTION_CHECK_CACHE_ENTRIES, MAX_ACTION_CHECK_CACHE_KEY_CHARS
 from kiln_verify.openenv.action_schema import ActionSchema
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
@@ -75,9 +71,9 @@ from kiln_verify.openenv.records.common import (
     ProtocolErrorRecord,
 )
 from kiln_verify.openenv.records.prompt import (
-    action_content,
     harness_error_segment,
     initial_messages,
+    judge_model_reply,
     observation_content,
     parse_model_action,
     protocol_error_segment,
@@ -171,13 +167,7 @@ class EnvironmentContext:
         known = verdicts.get(output)
         if known is not None:
             return known
-        issues = self.action_schema.issues(parsed)
-        reason = (
-            "the action violates the action schema: "
-            + "; ".join(issue.describe() for issue in issues[:MAX_ACTION_ISSUES])
-            if issues
-            else ""
-        )
+        reason = self.action_schema.violation(parsed)
         if (
             len(output) <= MAX_ACTION_CHECK_CACHE_KEY_CHARS
             and len(verdicts) < MAX_ACTION_CHECK_CACHE_ENTRIES
@@ -359,30 +349,16 @@ async def run_episode(
                 generations.append(_retain(response, budget, where))
             tokens += response.total_tokens
             latency += response.latency_ms
-            if not response.text.strip():
-                add(
-                    action_segment(response.reasoning or ""),
-                    harness_error_segment(
-                        "MODEL_ACTION_NO_OUTPUT", "the model produced no final content"
-                    ),
-                )
-                invalid = True
-                break
-            text = action_content(
-                response.text, thinking=controls.thinking, reasoning=response.reasoning
+            reply = judge_model_reply(
+                response.text, response.reasoning, thinking=controls.thinking, rules=env
             )
+            text = reply.text
             budget.charge_bytes(len(text.encode("utf-8")), "a model action")
-            parsed = env.parse_action(response.text)
-            if isinstance(parsed, str):
-                add(action_segment(text), harness_error_segment("INVALID_MODEL_ACTION", parsed))
-                invalid = True
-                break
-            reason = env.schema_violation(response.text, parsed)
-            if reason:
-                add(
-                    action_segment(text),
-                    harness_error_segment("ACTION_SCHEMA_VALIDATION_FAILED", reason),
-                )
+            parsed = reply.action
+            if parsed is None:
+                assert reply.code is not None
+                assert reply.message is not None
+                add(action_segment(text), harness_error_segment(reply.code, reply.message))
                 invalid = True
                 break
             steps += 1

@@ -56,7 +56,7 @@ from kiln_verify.openenv.records.replay import read_replay
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.serialize import report_bytes, summary_file_sha256
 from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
-from kiln_verify.openenv.verify import verify_bundle
+from kiln_verify.openenv.verify import verify_bundle_digests
 
 __all__ = [
     "BASELINE_DIR",
@@ -173,8 +173,14 @@ def _read_capped(path: str, cap: int, limit: str) -> bytes:
 def load_bundle(summary_path: str | os.PathLike[str]) -> tuple[PairedBundle, VerificationReport]:
     """Verify one bundle offline, then read back exactly the verified summary and replay."""
     shown = os.fspath(summary_path)
-    report = verify_bundle(shown)
+    verified = verify_bundle_digests(shown)
+    report = verified.report
     data = _read_capped(shown, MAX_OPENENV_SUMMARY_BYTES, "MAX_OPENENV_SUMMARY_BYTES")
+    if str(summary_file_sha256(data)) != verified.summary_sha256:
+        # read again, the summary is other bytes than the ones verified (issue 14.6)
+        raise EvaluationPairingMismatch(
+            "the bundle changed while it was being evaluated", path=shown, location="bundle"
+        )
     summary = read_summary(data, shown)
     replay_data = _read_capped(
         report.replay_path, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES"

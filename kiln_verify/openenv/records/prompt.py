@@ -9,7 +9,8 @@ byte by ``tests/records/test_prompt.py``. See docs/contract.md.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol
 
 from kiln_verify.core.jsonenc import parsed_text
 from kiln_verify.core.jsonio import dumps_compact, loads
@@ -25,17 +26,22 @@ from kiln_verify.openenv.records.rollout import ChatMessage, TurnSegment
 
 __all__ = [
     "HARNESS_CODES",
+    "NO_OUTPUT_MESSAGE",
     "OBSERVATION_TEMPLATE",
     "SYSTEM_TEMPLATE",
     "THINK_CLOSE",
+    "ActionRules",
+    "ModelReply",
     "action_content",
     "harness_error_content",
     "initial_messages",
+    "judge_model_reply",
     "observation_content",
     "observation_json_text",
     "parse_model_action",
     "protocol_error_content",
     "protocol_error_json_text",
+    "recorded_reply",
     "rust_debug_str",
     "system_prompt",
 ]
@@ -47,6 +53,7 @@ HARNESS_CODES: Final = (
     "ACTION_SCHEMA_VALIDATION_FAILED",
     "MODEL_ACTION_NO_OUTPUT",
 )
+NO_OUTPUT_MESSAGE: Final = "the model produced no final content"
 
 SYSTEM_TEMPLATE: Final = (
     "You are the policy acting in the OpenEnv reinforcement-learning environment {name}.\n"
@@ -260,3 +267,63 @@ def parse_model_action(
     if not isinstance(value, dict):
         return f"the model output is a JSON {type(value).__name__}, not an object"
     return value
+
+
+class ActionRules(Protocol):
+    """The two verdicts :func:`judge_model_reply` needs about one environment's actions:
+    :func:`parse_model_action` of an output and the action schema's violation message
+    (``ActionSchema.violation``); implementations may remember them per output text."""
+
+    def parse_action(self, output: str) -> dict[str, Any] | str: ...
+
+    def schema_violation(self, output: str, parsed: dict[str, Any]) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What the collector makes of one model reply: the action segment's text and either
+    the action to send or the harness error (code, message) that ends the candidate."""
+
+    text: str
+    action: dict[str, Any] | None
+    code: str | None = None
+    message: str | None = None
+
+
+def judge_model_reply(
+    content: str, reasoning: str | None, *, thinking: bool, rules: ActionRules
+) -> ModelReply:
+    """The collector's rule for one reply (kiln-openenv-contract §3.1, §5.4), in order:
+
+    * blank final content: ``MODEL_ACTION_NO_OUTPUT``; the segment holds the unfinished
+      reasoning without ``</think>`` (thinking on) or the blank content itself (thinking
+      off: an action segment is always the raw content then, so it cannot carry text);
+    * not one JSON object: ``INVALID_MODEL_ACTION`` with :func:`parse_model_action`'s reason;
+    * an object with schema issues: ``ACTION_SCHEMA_VALIDATION_FAILED`` with the schema's
+      message; otherwise the action, to be sent.
+
+    The offline verifier applies this same function to what it reads back from a recorded
+    tail (:func:`recorded_reply`) and requires the recorded segments to be its output, so a
+    relabelled tail, a valid action filed as invalid, or any other message is refused.
+    """
+    if not content.strip():
+        text = (reasoning or "") if thinking else content
+        return ModelReply(text, None, "MODEL_ACTION_NO_OUTPUT", NO_OUTPUT_MESSAGE)
+    text = action_content(content, thinking=thinking, reasoning=reasoning)
+    parsed = rules.parse_action(content)
+    if isinstance(parsed, str):
+        return ModelReply(text, None, "INVALID_MODEL_ACTION", parsed)
+    reason = rules.schema_violation(content, parsed)
+    if reason:
+        return ModelReply(text, None, "ACTION_SCHEMA_VALIDATION_FAILED", reason)
+    return ModelReply(text, parsed)
+
+
+def recorded_reply(segment: str, *, thinking: bool) -> tuple[str, str | None]:
+    """The (content, reasoning) :func:`judge_model_reply` turns into the action segment
+    ``segment``: thinking on, the text after the first ``</think>`` (none: a reply with no
+    final content, all reasoning); thinking off, the segment itself."""
+    if not thinking:
+        return segment, None
+    reasoning, found, content = segment.partition(THINK_CLOSE)
+    return (content, reasoning) if found else ("", segment)

@@ -17,6 +17,10 @@ Network-free: nothing here imports the OpenEnv client or any socket code.
 
 from __future__ import annotations
 
-from kiln_verify.openenv.verify.engine import verify_bundle
+from kiln_verify.openenv.verify.engine import (
+    VerifiedBundle,
+    verify_bundle,
+    verify_bundle_digests,
+)
 
-__all__ = ["verify_bundle"]
+__all__ = ["VerifiedBundle", "verify_bundle", "verify_bundle_digests"]

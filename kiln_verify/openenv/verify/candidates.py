@@ -8,9 +8,11 @@
   action, each result segment is the exact rendering of the recorded result;
 * the summary record repeats the replay's outcome and accounting.
 
-Deviation from Kiln's newest verifier (reference §17.1): the invalid-action tail accepts
-all three harness codes, including ``ACTION_SCHEMA_VALIDATION_FAILED``, which Kiln's own
-collector writes.
+Deviations from Kiln's newest verifier: the invalid-action tail accepts all three harness
+codes, including ``ACTION_SCHEMA_VALIDATION_FAILED``, which Kiln's own collector writes
+(reference §17.1); and the tail is re-derived from the recorded model text with the
+collector's rule, so its code and message must be exactly what the collector writes
+(:mod:`kiln_verify.openenv.verify.tails`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from kiln_verify.openenv.records.common import (
     bits_equal,
 )
 from kiln_verify.openenv.records.prompt import (
-    HARNESS_CODES,
     THINK_CLOSE,
     observation_content,
     observation_json_text,
@@ -55,6 +56,7 @@ from kiln_verify.openenv.records.rollout import (
 )
 from kiln_verify.openenv.verify.observer import HarnessError
 from kiln_verify.openenv.verify.replay_checks import where
+from kiln_verify.openenv.verify.tails import TailRules
 
 __all__ = ["CandidateContext", "check_candidate", "final_error_code", "parse_action_text"]
 
@@ -73,6 +75,8 @@ class CandidateContext:
     dataset_shown: str
     summary_shown: str
     line: int
+    thinking: bool
+    tail_rules: TailRules
 
 
 def final_error_code(candidate: ReplayCandidate) -> str | None:
@@ -264,20 +268,13 @@ def _check_trajectory(
         action, tail = segments[-2], segments[-1]
         if not _check_action_segment(action) or not _is_result_segment(tail):
             raise _segment_fail(ctx, index, step, "invalid-action tail has the wrong role/kind")
-        found = _json_content(tail.content)
-        harness = found.get("openenv_harness_error") if isinstance(found, dict) else None
-        ok = (
-            isinstance(found, dict)
-            and set(found) == {"openenv_harness_error", "done"}
-            and found["done"] is True
-            and isinstance(harness, dict)
-            and set(harness) == {"code", "message"}
-            and harness["code"] in HARNESS_CODES
-            and isinstance(harness["message"], str)
-        )
-        if not ok or not _full_warning(tail):
+        if not _full_warning(tail):
             raise _segment_fail(ctx, index, step, "invalid-action tail is not a harness error")
-        assert isinstance(harness, dict)  # ``ok`` says so
+        refusal = ctx.tail_rules.refusal(action.content, tail.content, thinking=ctx.thinking)
+        if refusal is not None:
+            raise _segment_fail(ctx, index, step, refusal)
+        # the tail is now exactly what the collector writes: one harness-error object
+        harness = _json_content(tail.content)["openenv_harness_error"]
         return HarnessError(harness["code"], harness["message"])
     return None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from kiln_verify.core.paths import open_regular
@@ -50,8 +51,9 @@ from kiln_verify.openenv.verify.replay_checks import check_group, where
 from kiln_verify.openenv.verify.stats import check_stats
 from kiln_verify.openenv.verify.streams import ReplayStream, SummaryScan, scan_summary
 from kiln_verify.openenv.verify.summary_pass import SummaryRecords
+from kiln_verify.openenv.verify.tails import TailRules
 
-__all__ = ["verify_bundle"]
+__all__ = ["VerifiedBundle", "verify_bundle", "verify_bundle_digests"]
 
 
 class _Lockstep:
@@ -79,6 +81,7 @@ class _Lockstep:
             for inspection in manifest.environments
         ]
         self.system_prompts: dict[int, str] = {}  # per environment, computed on first use
+        self.tail_rules: dict[int, TailRules] = {}  # likewise
         self.v5 = self.summary.version == 5
         self.corpus_policy: BehaviorPolicyIdentity | None = self.summary.behavior_policy
         self.lines = 0
@@ -154,6 +157,13 @@ class _Lockstep:
         for _ in records:  # pass 2 to the end: its digest proves the summary did not change
             pass
 
+    def _tail_rules(self, index: int) -> TailRules:
+        rules = self.tail_rules.get(index)
+        if rules is None:
+            action = self.manifest.environments[index].schema_.action
+            rules = self.tail_rules[index] = TailRules(action)
+        return rules
+
     def _system_prompt(self, index: int) -> str:
         text = self.system_prompts.get(index)
         if text is None:
@@ -194,6 +204,8 @@ class _Lockstep:
             dataset_shown=self.dataset_shown,
             summary_shown=self.summary_shown,
             line=number,
+            thinking=self.summary.thinking,
+            tail_rules=self._tail_rules(group.environment_index),
         )
         for candidate, completion in zip(group.candidates, line.completions, strict=True):
             record = next(records, None)  # group-major, candidate order (counts checked)
@@ -230,6 +242,15 @@ def _open_corpus(
     return HashingReader(stream, max_bytes=expected, limit="dataset_bytes", shown=shown)
 
 
+@dataclass(frozen=True, slots=True)
+class VerifiedBundle:
+    """The report and the SHA-256 of the summary bytes it verified: a caller that reads
+    the summary again (evaluation) proves with it that it read the verified bytes."""
+
+    report: VerificationReport
+    summary_sha256: str
+
+
 def verify_bundle(
     summary_path: str | os.PathLike[str],
     *,
@@ -237,7 +258,21 @@ def verify_bundle(
     replay_path: str | os.PathLike[str] | None = None,
     observer: CandidateObserver | None = None,
 ) -> VerificationReport:
-    """Verify a bundle offline; return the report or raise a typed :class:`KilnError`.
+    """Verify a bundle offline; return the report or raise a typed :class:`KilnError`
+    (:func:`verify_bundle_digests` tells which summary bytes it verified)."""
+    return verify_bundle_digests(
+        summary_path, dataset_path=dataset_path, replay_path=replay_path, observer=observer
+    ).report
+
+
+def verify_bundle_digests(
+    summary_path: str | os.PathLike[str],
+    *,
+    dataset_path: str | os.PathLike[str] | None = None,
+    replay_path: str | os.PathLike[str] | None = None,
+    observer: CandidateObserver | None = None,
+) -> VerifiedBundle:
+    """:func:`verify_bundle` with the digest of the summary bytes it verified.
 
     ``observer`` is shown each candidate once it passed its checks
     (:mod:`kiln_verify.openenv.verify.observer`); the bundle is accepted only if this
@@ -318,7 +353,7 @@ def verify_bundle(
         )
     if scan.stats is not None:
         check_stats(summary.stats, scan.stats, shown=summary_shown)
-    return VerificationReport(
+    report = VerificationReport(
         schema="kiln.openenv-verification.v1",
         summary_path=summary_shown,
         dataset_path=dataset_shown,
@@ -329,3 +364,4 @@ def verify_bundle(
         rollouts=scan.count,
         environment_exchanges=lockstep.exchanges,
     )
+    return VerifiedBundle(report, scan.sha256)

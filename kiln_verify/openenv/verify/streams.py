@@ -83,6 +83,11 @@ class SummaryScan:
         self.stats = stats
         self._sha = sha
 
+    @property
+    def sha256(self) -> str:
+        """The digest of the summary bytes pass 1 validated."""
+        return self._sha
+
     def records(self) -> SummaryRecords:
         """Pass 2: the rollout records again, in order (see :class:`SummaryRecords`)."""
         return SummaryRecords(self.path, self._sha)
