@@ -223,7 +223,6 @@ def _candidates(error: ReplayDriftError) -> Section:
     blocks: list[Block] = []
     for number, candidate in enumerate(detail.candidates, start=1):
         anchor = f"candidate-{number}"
-        first = candidate.drifts[0]
         rows.append(
             (
                 Cell(readable(candidate.environment_name), anchor=anchor),
@@ -233,7 +232,6 @@ def _candidates(error: ReplayDriftError) -> Section:
                 Cell.num(candidate.drifted_exchanges, _tone(candidate.drifted_exchanges)),
                 Cell.num(candidate.exchanges),
                 _yes(candidate.state_drifted),
-                Cell(_label(first)),
             )
         )
         inner: list[Block] = [_diff(drift) for drift in candidate.drifts]
@@ -247,7 +245,7 @@ def _candidates(error: ReplayDriftError) -> Section:
                     "muted",
                 )
             )
-        blocks.append(Details(_candidate_title(candidate), tuple(inner), "bad", anchor=anchor))
+        blocks.append(Details(_candidate_title(candidate), tuple(inner), anchor=anchor))
     head: list[Block] = []
     if rows:
         head.append(
@@ -261,7 +259,6 @@ def _candidates(error: ReplayDriftError) -> Section:
                     "drifted steps",
                     "steps",
                     "final state drifted",
-                    "first drift",
                 ),
                 tuple(rows),
             )
@@ -293,7 +290,7 @@ def _identities(detail: DriftDetail) -> Section:
             f"environment {identity.environment_index} ({readable(identity.environment_name)}), "
             f"{identity.when or 'identity'}"
         )
-        blocks.append(Details(title, (_diff(identity),), "bad"))
+        blocks.append(Details(title, (_diff(identity),)))
     note = Paragraph(
         "Rediscovery compares each environment's identity (metadata, environment names, "
         "authentication method, schemas, discovery digests) before and after the replay; "
