@@ -197,6 +197,37 @@ def test_a_clean_replay_has_its_own_page(saved: dict[str, Path], tmp_path: Path)
     assert b"http://127.0.0.1:41143" in html
 
 
+def test_identity_drift_is_reported_before_and_after_the_replay(tmp_path: Path) -> None:
+    policy = ScriptedPolicy(['{"amount": 1}'])
+    (tmp_path / "during").mkdir()
+    handle = start_server(ServerConfig("counter", faults=["identity-drift=2"]))
+    try:
+        summary = collect_bundle(tmp_path / "during", [handle.base_url], policy, group_size=2,
+                                 max_steps=1)  # fmt: skip
+        code, out = _replay_json(summary)
+    finally:
+        handle.stop()
+    assert code == 1, out
+    during = engine.replay_report(_write(tmp_path, json.loads(out), "during.json")).data.decode()
+    text = " ".join(elements(during).text)
+    assert "Identity drift" in text
+    assert "(CounterEnvironment), after replay" in text
+    assert "No candidate drifted." in text
+    assert "Drift: 0 of 2 candidates and 0 of 2 step exchanges drifted" in text
+    handle = start_server(ServerConfig("bandit", port=handle.port))
+    try:
+        code, out = _replay_json(summary)
+    finally:
+        handle.stop()
+    assert code == 1, out
+    before = engine.replay_report(_write(tmp_path, json.loads(out), "before.json")).data.decode()
+    text = " ".join(elements(before).text)
+    assert "Nothing was replayed: an identity differed before the replay." in text
+    assert "(CounterEnvironment), before replay" in text
+    assert "Drifted exchanges" not in text
+    assert before.count('<pre class="diff">') == 1
+
+
 def _counter(saved: dict[str, Path]) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(saved["counter"].read_text())
     return document
