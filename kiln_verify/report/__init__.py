@@ -12,7 +12,8 @@ module                 job
 ``conformance``        a ``kiln.conformance-report.v1`` file read strictly, its document
 ``evaluation``         an evaluation receipt re-derived from its bundles, its document
 ``replay_input``       a saved ``openenv replay --json`` result, read strictly
-``replay``             the replay report's document (drift by candidate, or clean)
+``replay_diffs``       every kept drifted exchange as a diff, by candidate
+``replay``             the replay report's document (drift, or a clean replay)
 ``engine``             build, render and publish a report (the front ends' one call)
 =====================  ==========================================================
 
