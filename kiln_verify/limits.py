@@ -28,6 +28,21 @@ MAX_REPLAY_DRIFT_LOCATIONS: Final = 16
 """Drifted candidates a ``replay_drift`` error lists one by one (in replay order); every
 further one is still counted in its totals. Keeps the error bounded on a large bundle."""
 
+MAX_REPLAY_DRIFTS_PER_CANDIDATE: Final = 8
+"""Drifted exchanges (reset, steps, final state) a replay keeps in detail per drifted
+candidate for the ``replay_drift`` error's ``detail`` (the replay report); the rest are
+counted (``omitted_drifts``). Eight show whether a candidate drifted once or all along."""
+
+MAX_REPLAY_DRIFTS_KEPT: Final = 256
+"""Drifted exchanges a replay keeps in detail over all candidates, in replay order; a
+drifted candidate that finds this budget spent is counted (``omitted_candidates``), not
+kept. With ``MAX_REPLAY_DRIFT_PATH_CHARS`` and the bounded renderings it caps the detail
+at a few hundred KiB however large the bundle."""
+
+MAX_REPLAY_DRIFT_PATH_CHARS: Final = 256
+"""Characters of a drift's first differing JSON path kept (``field``); a longer path (peer
+keys are unbounded) is cut and ends with ``…``."""
+
 # --- command-line progress (kiln_verify.cli) --------------------------------------------
 
 PROGRESS_LINE_INTERVAL_S: Final = 5.0
@@ -418,3 +433,8 @@ such a group trains nothing)."""
 
 REPORT_MAX_RECEIPT_BYTES: Final = 1 * MiB
 """An evaluation receipt read by ``openenv report --receipt`` (ours are about 2 KiB)."""
+
+REPORT_MAX_REPLAY_BYTES: Final = 4 * MiB
+"""A saved ``openenv replay --json`` document read by ``openenv report --replay-run``: the
+drift detail is bounded by ``MAX_REPLAY_DRIFTS_KEPT`` (about 1 KiB each at most), so
+anything larger could not be one."""

@@ -6,7 +6,9 @@ report; exit 1 with a typed error (``replay_drift`` names environment, group,
 candidate, step and field of the first drift and counts every drifted candidate and
 exchange; transport and timeout errors keep the client's codes); exit 2 for usage
 errors (a wrong number of ``--credential-env`` slots, say). ``--json`` prints the
-report, or ``{"error": {...}}`` with the drift and its totals, on stdout.
+report, or ``{"error": {...}}`` with the drift, its totals and its ``detail`` (every
+drifted exchange kept), on stdout: saved to a file, either one is what ``openenv report
+--replay-run`` renders. The lines printed without ``--json`` leave the detail out.
 
 ``--environment-url OLD=NEW`` replays a moved deployment; ``--oracle [NAME]`` starts the
 embedded oracle in-process (by default the server matching each captured identity) and

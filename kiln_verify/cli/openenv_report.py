@@ -2,9 +2,11 @@
 
 One command, one input kind per call: a rollout bundle (``--summary``, the default: it is
 verified offline first and a bundle verification refuses is refused here with the
-verifier's code), a conformance run's JSON report (``--conformance``), or an evaluation
-receipt with its two summaries (``--receipt``). Parse, call one engine function, write the
-bytes; exit 0 written, 1 inputs refused, 2 usage.
+verifier's code), a conformance run's JSON report (``--conformance``), an evaluation
+receipt with its two summaries (``--receipt``), or a live replay's result as
+``openenv replay --json`` printed it (``--replay-run``; ``--replay`` already names the
+bundle's replay manifest). Parse, call one engine function, write the bytes; exit 0
+written, 1 inputs refused, 2 usage.
 """
 
 from __future__ import annotations
@@ -23,25 +25,30 @@ _DEFAULT_SUMMARY = Path("openenv.rollout-summary.json")
 _SIDE_SUMMARY = "openenv.rollout-summary.json"
 
 
-def _kind(summary: Path | None, conformance: Path | None, receipt: Path | None) -> str:
+def _kind(
+    summary: Path | None, conformance: Path | None, receipt: Path | None, replay_run: Path | None
+) -> str:
     given = [
         name
         for name, value in (
             ("--summary", summary),
             ("--conformance", conformance),
             ("--receipt", receipt),
+            ("--replay-run", replay_run),
         )
         if value is not None
     ]
     if len(given) > 1:
         raise UsageError(
             f"{' and '.join(given)} name two reports; give one input kind per report",
-            hint="a bundle (--summary), a conformance report (--conformance) or an "
-            "evaluation receipt (--receipt)",
+            hint="a bundle (--summary), a conformance report (--conformance), an "
+            "evaluation receipt (--receipt) or a live replay's result (--replay-run)",
         )
-    return {"--conformance": "conformance", "--receipt": "evaluation"}.get(
-        given[0] if given else "--summary", "bundle"
-    )
+    return {
+        "--conformance": "conformance",
+        "--receipt": "evaluation",
+        "--replay-run": "replay",
+    }.get(given[0] if given else "--summary", "bundle")
 
 
 _OUTPUT = typer.Option(..., "--output", "-o", metavar="PATH", help="The report file to write.")
@@ -78,6 +85,13 @@ _CANDIDATE_SUMMARY = typer.Option(
     metavar="PATH",
     help="With --receipt: the candidate's summary (default: candidate/ beside the receipt).",
 )
+_REPLAY_RUN = typer.Option(
+    None,
+    "--replay-run",
+    metavar="PATH",
+    help="A live replay's result: what `openenv replay --json` printed (the run report, "
+    "or the replay_drift error).",
+)
 _MARKDOWN = typer.Option(False, "--markdown", help="Write Markdown instead of HTML.")
 _FORCE = typer.Option(False, "--force", help="Replace an existing report file.")
 _JSON = typer.Option(False, "--json", help="Print what was written (or the error) as JSON.")
@@ -92,16 +106,17 @@ def report_command(
     receipt: Path | None = _RECEIPT,
     baseline_summary: Path | None = _BASELINE_SUMMARY,
     candidate_summary: Path | None = _CANDIDATE_SUMMARY,
+    replay_run: Path | None = _REPLAY_RUN,
     markdown: bool = _MARKDOWN,
     force: bool = _FORCE,
     as_json: bool = _JSON,
 ) -> None:
-    """Render a report people can look at: bundle, conformance run or evaluation."""
+    """Render a report people can look at: bundle, conformance run, evaluation or replay."""
     from kiln_verify.report import engine
 
     output_format: engine.Format = "markdown" if markdown else "html"
     try:
-        kind = _kind(summary, conformance, receipt)
+        kind = _kind(summary, conformance, receipt, replay_run)
         if kind != "bundle" and (dataset is not None or replay is not None):
             raise UsageError("--dataset and --replay belong to a bundle report (--summary)")
         if kind != "evaluation" and (baseline_summary is not None or candidate_summary is not None):
@@ -110,6 +125,9 @@ def report_command(
         if kind == "conformance":
             assert conformance is not None
             rendered = engine.conformance_report(conformance, output_format=output_format)
+        elif kind == "replay":
+            assert replay_run is not None
+            rendered = engine.replay_report(replay_run, output_format=output_format)
         elif kind == "evaluation":
             assert receipt is not None
             beside = receipt.parent

@@ -194,7 +194,10 @@ class ReplayDrift(OpenEnvError):
     ``actual`` renderings (never credentials), and for two differing strings the
     ``offset`` of the first differing character. ``totals`` counts every drifted
     candidate and exchange of the whole replay; ``drifted`` lists the first drifted
-    candidates one by one (bounded). The hint names the likely cause.
+    candidates one by one (bounded). The hint names the likely cause. ``detail`` is for
+    the replay report, not for a reader of the one-line message (``str`` leaves it out;
+    ``to_dict``, hence ``--json``, carries it): the replay's context and every drifted
+    exchange kept, grouped by candidate (:mod:`kiln_verify.openenv.replay.detail`).
     """
 
     code = "replay_drift"
@@ -211,10 +214,12 @@ class ReplayDrift(OpenEnvError):
         hint: str | None = None,
         totals: Mapping[str, int] | None = None,
         drifted: Sequence[Mapping[str, Any]] | None = None,
+        detail: Mapping[str, Any] | None = None,
     ) -> None:
         self.drift = dict(drift)
         self.totals = dict(totals) if totals is not None else None
         self.drifted = [dict(item) for item in drifted] if drifted is not None else None
+        self.detail = dict(detail) if detail is not None else None
         super().__init__(rule, hint=hint)
 
     def to_dict(self) -> dict[str, Any]:
@@ -224,6 +229,8 @@ class ReplayDrift(OpenEnvError):
             out["totals"] = dict(self.totals)
         if self.drifted is not None:
             out["drifted"] = [dict(item) for item in self.drifted]
+        if self.detail is not None:
+            out["detail"] = dict(self.detail)
         return out
 
 

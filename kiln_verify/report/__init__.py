@@ -11,12 +11,15 @@ module                 job
 ``bundle``             the bundle report's document
 ``conformance``        a ``kiln.conformance-report.v1`` file read strictly, its document
 ``evaluation``         an evaluation receipt re-derived from its bundles, its document
+``replay_input``       a saved ``openenv replay --json`` result, read strictly
+``replay_diffs``       every kept drifted exchange as a diff, by candidate
+``replay``             the replay report's document (drift, or a clean replay)
 ``engine``             build, render and publish a report (the front ends' one call)
 =====================  ==========================================================
 
 A report is a pure function of its inputs (byte-identical for the same inputs, no
-timestamps) and is built only from inputs the library has verified; see docs/reports.md.
-A live-replay drift report is one more builder from its typed run report to a document.
+timestamps) and is built only from inputs the library has verified or read strictly; see
+docs/reports.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The report document: what every report says, before it is HTML or Markdown.
 
-A report builder (bundle, conformance, evaluation, and later replay) turns a typed,
+A report builder (bundle, conformance, evaluation, replay) turns a typed,
 already-verified input into a :class:`Document` of sections and blocks; the two renderers
 (:mod:`.html`, :mod:`.markdown`) turn any document into bytes. Builders never write
 markup, so escaping and layout live in the renderers alone, and a new report is one more
@@ -23,6 +23,7 @@ __all__ = [
     "Cell",
     "Chart",
     "Details",
+    "Diff",
     "Document",
     "KeyValues",
     "Metric",
@@ -32,6 +33,7 @@ __all__ = [
     "Section",
     "Table",
     "Tone",
+    "diff_spans",
     "excerpt",
     "fmt",
     "percent",
@@ -172,6 +174,36 @@ class Preformatted:
 
 
 @dataclass(frozen=True, slots=True)
+class Diff:
+    """A recorded and a live value side by side (one line each, as a unified diff shows
+    them), with the part where they differ marked by the renderer (:func:`diff_spans`)."""
+
+    label: str
+    recorded: str
+    live: str
+
+    def __post_init__(self) -> None:
+        if any(mark in text for text in (self.recorded, self.live) for mark in "\r\n"):
+            raise ValueError(f"diff {self.label!r}: each side must be one line")
+
+
+def diff_spans(recorded: str, live: str) -> tuple[tuple[str, str, str], tuple[str, str, str]]:
+    """Each text as (common prefix, the part that differs, common suffix): the longest
+    common prefix, then the longest common suffix of what is left."""
+    limit = min(len(recorded), len(live))
+    start = 0
+    while start < limit and recorded[start] == live[start]:
+        start += 1
+    end = 0
+    while end < limit - start and recorded[-1 - end] == live[-1 - end]:
+        end += 1
+    return (
+        (recorded[:start], recorded[start : len(recorded) - end], recorded[len(recorded) - end :]),
+        (live[:start], live[start : len(live) - end], live[len(live) - end :]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Details:
     """A titled group of blocks (HTML: an open ``<details>``, readable without a click)."""
 
@@ -182,7 +214,7 @@ class Details:
     open: bool = True
 
 
-Block = Paragraph | Notice | KeyValues | Table | Chart | Preformatted | Details
+Block = Paragraph | Notice | KeyValues | Table | Chart | Preformatted | Diff | Details
 
 
 @dataclass(frozen=True, slots=True)

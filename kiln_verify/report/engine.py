@@ -26,6 +26,7 @@ __all__ = [
     "evaluation_report",
     "publish_report",
     "render",
+    "replay_report",
 ]
 
 Format = Literal["html", "markdown"]
@@ -94,6 +95,16 @@ def evaluation_report(
 
     facts = load_evaluation(receipt_path, baseline_summary, candidate_summary)
     return render(evaluation_document(facts), output_format)
+
+
+def replay_report(
+    result_path: str | os.PathLike[str], *, output_format: Format = "html"
+) -> RenderedReport:
+    """Read a saved ``openenv replay --json`` result strictly, then report on it."""
+    from kiln_verify.report.replay import replay_document
+    from kiln_verify.report.replay_input import read_replay_result
+
+    return render(replay_document(read_replay_result(result_path)), output_format)
 
 
 def check_output(path: str | os.PathLike[str], *, force: bool = False) -> None:

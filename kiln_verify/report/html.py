@@ -25,7 +25,7 @@ import jinja2
 from markupsafe import Markup
 
 from kiln_verify.report.charts import ChartGeometry, layout
-from kiln_verify.report.document import Chart, Document
+from kiln_verify.report.document import Chart, Document, diff_spans
 
 __all__ = ["content_security_policy", "render_html"]
 
@@ -67,6 +67,7 @@ def _template() -> jinja2.Template:
     )
     environment.filters["kind"] = _kind
     environment.globals["geometry"] = _geometry
+    environment.globals["diff_spans"] = diff_spans
     return environment.get_template("report.html.j2")
 
 

@@ -7,7 +7,9 @@ entities, the inline markup characters (backslash, backtick, ``*``, ``_``, brack
 ``~``) are backslash-escaped, and so is a leading block marker (``#``, ``-``, ``>``,
 ``1.``); a name like ``<img onerror=...>`` or ``[x](javascript:...)`` is shown, never
 rendered. Verbatim text
-goes into a fenced block whose fence is longer than any backtick run inside it.
+goes into a fenced block whose fence is longer than any backtick run inside it (a diff of
+recorded and live values into a ``diff`` block, one line per side: builders pass texts
+without line breaks).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kiln_verify.report.document import (
     Cell,
     Chart,
     Details,
+    Diff,
     Document,
     KeyValues,
     Notice,
@@ -95,6 +98,11 @@ def _block(block: Block, depth: int) -> list[str]:
         fence = _fence(block.text)
         label = escape_markdown(block.label, line_start=True)
         return [f"{label}:", "", f"{fence}text", block.text, fence, ""]
+    if isinstance(block, Diff):
+        lines = [f"- recorded  {block.recorded}", f"+ live      {block.live}"]
+        fence = _fence("\n".join(lines))
+        label = escape_markdown(block.label, line_start=True)
+        return [f"{label}:", "", f"{fence}diff", *lines, fence, ""]
     assert isinstance(block, Details)
     heading = escape_markdown(block.summary, line_start=True)
     lines = [f"{'#' * min(depth + 1, 6)} {heading}", ""]

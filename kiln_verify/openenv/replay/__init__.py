@@ -11,13 +11,15 @@ module           job
                  the identity expected there
 ``rediscovery``  complete rediscovery of one environment vs its captured identity
 ``diagnose``     the likely cause of a drift, as the error's hint
+``detail``       every drifted exchange kept (bounded), grouped by candidate, for reports
 ``tally``        totals over the whole replay and the one ``replay_drift`` error
 ``engine``       verification, credential slots, remaps, groups, the run report
 ===============  ==========================================================================
 
 :func:`replay_bundle` is the whole job; any difference is a
 :class:`~kiln_verify.errors.ReplayDrift` naming environment, group, candidate, step and
-field of the first drift, with the counts of every drifted candidate and exchange.
+field of the first drift, with the counts of every drifted candidate and exchange and
+(in its ``detail``, for the replay report) every drifted exchange kept, by candidate.
 """
 
 from __future__ import annotations

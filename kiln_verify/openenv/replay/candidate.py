@@ -9,19 +9,22 @@ compared with ``final_state`` under the volatile-identity rule
 (:func:`kiln_verify.openenv.volatile.compare_states`; ``strict_state`` turns it off).
 
 A difference does not stop the candidate: every recorded exchange is still sent and
-compared, so the outcome counts every drifted exchange, and its first drift is kept in
-detail. When the live session ends early (a terminal protocol error the record does not
-have, or a reset that is refused), the exchanges that could not be sent count as drifted
-too. The session is always closed. Client failures other than OpenEnv error replies
-(transport, timeout, poisoning, reflection, capacity exhaustion) propagate unchanged.
+compared, so the outcome counts every drifted exchange, keeps its first drift (for the
+error and its hint) and the first ``MAX_REPLAY_DRIFTS_PER_CANDIDATE`` drifts in detail
+(for the replay report), counting the rest. When the live session ends early (a terminal
+protocol error the record does not have, or a reset that is refused), the exchanges that
+could not be sent count as drifted too. The session is always closed. Client failures
+other than OpenEnv error replies (transport, timeout, poisoning, reflection, capacity
+exhaustion) propagate unchanged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kiln_verify.errors import RecoverableProtocolError, ReplayDrift, TerminalProtocolError, snippet
+from kiln_verify.limits import MAX_REPLAY_DRIFTS_PER_CANDIDATE
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ReplayCandidate, ReplayGroup
@@ -33,7 +36,14 @@ from kiln_verify.openenv.replay.compare import (
 )
 from kiln_verify.openenv.volatile import compare_states
 
-__all__ = ["CandidateOutcome", "Drift", "ReplayTarget", "drift_error", "replay_candidate"]
+__all__ = [
+    "CandidateOutcome",
+    "Drift",
+    "ReplayTarget",
+    "difference_fields",
+    "drift_error",
+    "replay_candidate",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +68,10 @@ class Drift:
 class CandidateOutcome:
     """What replaying one candidate cost, covered and found.
 
-    ``first`` is the candidate's first drift (``None``: it replayed exactly);
+    ``first`` is the candidate's first drift (``None``: it replayed exactly); ``drifts``
+    its first ``MAX_REPLAY_DRIFTS_PER_CANDIDATE`` drifts in replay order (reset, steps,
+    final state) and ``omitted_drifts`` how many more it had (the tally may move kept ones
+    there too, to stay within ``MAX_REPLAY_DRIFTS_KEPT``);
     ``drifted_steps`` counts step exchanges that differed or could not be sent;
     ``volatile`` the state paths compared by presence and type only; ``live_reset`` the
     live reset observation (``None`` when the reset was refused), which the engine uses
@@ -76,6 +89,8 @@ class CandidateOutcome:
     volatile: tuple[str, ...] = ()
     live_reset: ObservationRecord | None = None
     observations_matched: bool = True
+    drifts: list[Drift] = field(default_factory=list)
+    omitted_drifts: int = 0
 
     @property
     def drifted(self) -> bool:
@@ -84,6 +99,10 @@ class CandidateOutcome:
     def note(self, drift: Drift) -> None:
         if self.first is None:
             self.first = drift
+        if len(self.drifts) < MAX_REPLAY_DRIFTS_PER_CANDIDATE:
+            self.drifts.append(drift)
+        else:
+            self.omitted_drifts += 1
 
 
 def drift_error(
@@ -139,12 +158,23 @@ def drift_location(
     ):
         if value is not None:
             drift[key] = value
-    drift.update(field=difference.path, expected=difference.expected, actual=difference.actual)
-    if difference.expected_type and difference.expected_type != difference.actual_type:
-        drift.update(expected_type=difference.expected_type, actual_type=difference.actual_type)
-    if difference.offset is not None:
-        drift["offset"] = difference.offset
+    drift.update(difference_fields(difference))
     return drift
+
+
+def difference_fields(difference: Difference) -> dict[str, Any]:
+    """``field``, ``expected``, ``actual``, then the two types when they differ and the
+    ``offset`` of two strings: the part of a drift's JSON that says *what* differs."""
+    fields: dict[str, Any] = {
+        "field": difference.path,
+        "expected": difference.expected,
+        "actual": difference.actual,
+    }
+    if difference.expected_type and difference.expected_type != difference.actual_type:
+        fields.update(expected_type=difference.expected_type, actual_type=difference.actual_type)
+    if difference.offset is not None:
+        fields["offset"] = difference.offset
+    return fields
 
 
 def drift_rule(

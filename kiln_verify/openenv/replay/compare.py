@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kiln_verify.errors import snippet
-from kiln_verify.limits import MAX_DRIFT_CONTEXT_CHARS, MAX_ERROR_SNIPPET_CHARS
+from kiln_verify.limits import (
+    MAX_DRIFT_CONTEXT_CHARS,
+    MAX_ERROR_SNIPPET_CHARS,
+    MAX_REPLAY_DRIFT_PATH_CHARS,
+)
 from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ProtocolErrorResult
 from kiln_verify.openenv.volatile import VolatileValue
@@ -29,6 +33,7 @@ from kiln_verify.openenv.volatile import VolatileValue
 __all__ = [
     "ABSENT",
     "Difference",
+    "bounded_path",
     "first_difference",
     "observation_difference",
     "render",
@@ -191,16 +196,26 @@ def window(text: str, offset: int) -> str:
     return f'{"…" if start > 0 else ""}"{body}"{"…" if end < len(text) else ""}'
 
 
+def bounded_path(path: str) -> str:
+    """``path`` cut to ``MAX_REPLAY_DRIFT_PATH_CHARS`` (ending with ``…`` when cut): object
+    keys are peer text of any length, and a replay keeps many paths."""
+    if len(path) <= MAX_REPLAY_DRIFT_PATH_CHARS:
+        return path
+    return path[: MAX_REPLAY_DRIFT_PATH_CHARS - 1] + "…"
+
+
 def first_difference(expected: Any, actual: Any, path: str = "") -> Difference | None:
     """The first path where two JSON values differ (type-strict), or ``None`` if equal.
 
-    The root is ``$`` when ``path`` is empty. Two differing strings are rendered as
-    windows around their first differing character (``offset``).
+    The root is ``$`` when ``path`` is empty; a path longer than
+    ``MAX_REPLAY_DRIFT_PATH_CHARS`` is cut (:func:`bounded_path`). Two differing strings
+    are rendered as windows around their first differing character (``offset``).
     """
     found = _walk(expected, actual, path)
     if found is None:
         return None
-    where, left, right = found
+    raw, left, right = found
+    where = bounded_path(raw)
     types = type_name(left), type_name(right)
     if isinstance(left, str) and isinstance(right, str):
         offset = first_mismatch(left, right)

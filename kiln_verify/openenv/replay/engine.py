@@ -15,8 +15,9 @@
    candidate index;
 5. every environment is rediscovered once more after the last group: a server whose
    identity changed *during* the replay (a redeploy under it) is drift as well;
-6. any drift is raised as one ``replay_drift`` with the first drift in detail and the
-   totals (:class:`~kiln_verify.openenv.replay.tally.Tally`); otherwise the
+6. any drift is raised as one ``replay_drift`` with the first drift in detail, the
+   totals and every drifted exchange kept for the report
+   (:class:`~kiln_verify.openenv.replay.tally.Tally`); otherwise the
    ``kiln.openenv-replay-run.v1`` report, with the volatile state fields and remaps.
 """
 
@@ -41,9 +42,10 @@ from kiln_verify.openenv.identity import EnvironmentIdentity
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest, read_replay
 from kiln_verify.openenv.records.reports import REPLAY_RUN_SCHEMA, ReplayRunReport
 from kiln_verify.openenv.replay.candidate import CandidateOutcome, ReplayTarget, replay_candidate
+from kiln_verify.openenv.replay.detail import ReplayContext
 from kiln_verify.openenv.replay.rediscovery import rediscover
 from kiln_verify.openenv.replay.remap import UrlRemap, plan_remaps
-from kiln_verify.openenv.replay.tally import Tally, identity_drift_error
+from kiln_verify.openenv.replay.tally import Tally
 from kiln_verify.openenv.verify import verify_bundle
 
 __all__ = [
@@ -161,7 +163,10 @@ async def replay_manifest(
     slots = _check_slots(credential_envs, len(manifest.environments))
     urls, entries = plan_remaps(manifest.environments, remaps)
     remap_of = {entry.environment_index: entry for entry in entries}
-    tally = Tally(strict_state=strict_state)
+    context = ReplayContext(
+        replay_sha256, len(manifest.environments), len(manifest.groups), tuple(entries)
+    )
+    tally = Tally(context, strict_state=strict_state)
     async with contextlib.AsyncExitStack() as stack:
         targets: list[ReplayTarget] = []
         for index, (captured, slot, url) in enumerate(
@@ -173,7 +178,7 @@ async def replay_manifest(
         for target, captured in zip(targets, manifest.environments, strict=True):
             found = await rediscover(target, captured, "before replay", remap_of.get(target.index))
             if found is not None:
-                raise identity_drift_error(found)
+                raise tally.before_replay(found)
         for group in manifest.groups:
             target = targets[group.environment_index]
             outcomes = await _replay_group(

@@ -10,10 +10,13 @@ whether one seed drifted or the whole environment did. The error then carries:
   exchange that differed, or could not be sent because the live session had ended),
   plus drifted resets, final states and identities (after the replay);
 - ``drifted``: the first ``MAX_REPLAY_DRIFT_LOCATIONS`` drifted candidates one by one;
-- the hint of :mod:`~kiln_verify.openenv.replay.diagnose` for the first drift.
+- the hint of :mod:`~kiln_verify.openenv.replay.diagnose` for the first drift;
+- ``detail``, for the replay report: the replay's context and every drifted exchange kept
+  (:mod:`~kiln_verify.openenv.replay.detail`), trimmed to one budget as each group is
+  added, so what the tally holds stays bounded.
 
 Identity drift *before* the replay is raised at once by the engine (nothing is replayed
-against a different build), so it has no totals.
+against a different build), so it has no totals (:meth:`Tally.before_replay`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ from kiln_verify.openenv.replay.candidate import (
     drift_error,
     drift_location,
 )
+from kiln_verify.openenv.replay.detail import (
+    DriftBudget,
+    ReplayContext,
+    candidate_entry,
+    detail_document,
+    identity_location,
+)
 from kiln_verify.openenv.replay.diagnose import candidate_hint, identity_hint
 from kiln_verify.openenv.replay.rediscovery import IdentityDrift
 
@@ -40,6 +50,7 @@ def identity_drift_error(
     found: IdentityDrift,
     totals: dict[str, int] | None = None,
     drifted: list[dict[str, Any]] | None = None,
+    detail: dict[str, Any] | None = None,
 ) -> ReplayDrift:
     """The ``replay_drift`` error of an identity that changed."""
     hint = identity_hint(
@@ -48,10 +59,12 @@ def identity_drift_error(
         remap=found.remap,
         metadata_name_changed=found.metadata_name_changed,
     )
-    return drift_error(
+    error = drift_error(
         found.target, "identity", found.difference, when=found.when, hint=hint,
         totals=totals, drifted=drifted,
     )  # fmt: skip
+    error.detail = detail
+    return error
 
 
 @dataclass(slots=True)
@@ -65,14 +78,39 @@ class _GroupResult:
 class Tally:
     """Accumulates the outcomes of a replay, then reports it or raises its drift."""
 
+    context: ReplayContext
     strict_state: bool = False
     groups: list[_GroupResult] = field(default_factory=list)
     identities: list[IdentityDrift] = field(default_factory=list)
+    budget: DriftBudget = field(default_factory=DriftBudget)
 
     def add_group(
         self, target: ReplayTarget, group: ReplayGroup, outcomes: list[CandidateOutcome]
     ) -> None:
+        """Add one finished group (candidates in index order), its kept drifts trimmed."""
+        self.budget.spend(outcomes)
         self.groups.append(_GroupResult(target, group, outcomes))
+
+    def before_replay(self, found: IdentityDrift) -> ReplayDrift:
+        """The error of an identity that differed before anything was replayed."""
+        detail = detail_document(self.context, identities=[identity_location(found)])
+        return identity_drift_error(found, detail=detail)
+
+    def detail(self) -> dict[str, Any]:
+        """The error's ``detail``: context, kept drifts by candidate, identity drifts."""
+        candidates = [
+            candidate_entry(result.target, result.group.group_index, outcome)
+            for result in self.groups
+            for outcome in result.outcomes
+            if outcome.drifts
+        ]
+        return detail_document(
+            self.context,
+            volatile=self.volatile(),
+            candidates=candidates,
+            omitted_candidates=self.budget.omitted_candidates,
+            identities=[identity_location(found) for found in self.identities],
+        )
 
     def outcomes(self) -> list[CandidateOutcome]:
         return [outcome for result in self.groups for outcome in result.outcomes]
@@ -119,33 +157,40 @@ class Tally:
         return found
 
     def check(self) -> None:
-        """Raise the replay's ``replay_drift`` (first drift, totals, locations) if any."""
-        totals = self.totals()
-        locations = self._locations()
-        for result in self.groups:
-            for outcome in result.outcomes:
-                first = outcome.first
-                if first is None:
-                    continue
-                hint = candidate_hint(
-                    first,
-                    outcome=outcome,
-                    group_outcomes=result.outcomes,
-                    reset_payload=result.group.reset_payload,
-                    strict_state=self.strict_state,
-                )
-                error = drift_error(
-                    result.target, first.stage, first.difference,
-                    group_index=result.group.group_index,
-                    candidate_index=outcome.candidate_index, step_index=first.step_index,
-                    hint=hint, totals=totals, drifted=locations,
-                )  # fmt: skip
-                error.rule += _summary(totals)
-                raise error
-        if self.identities:
-            error = identity_drift_error(self.identities[0], totals, locations)
+        """Raise the replay's ``replay_drift`` (first drift, totals, locations, detail)
+        if anything drifted."""
+        drifted = [
+            (result, outcome)
+            for result in self.groups
+            for outcome in result.outcomes
+            if outcome.first is not None
+        ]
+        if not drifted and not self.identities:
+            return
+        totals, locations, detail = self.totals(), self._locations(), self.detail()
+        if not drifted:
+            error = identity_drift_error(self.identities[0], totals, locations, detail)
             error.rule += _summary(totals)
             raise error
+        result, outcome = drifted[0]
+        first = outcome.first
+        assert first is not None
+        hint = candidate_hint(
+            first,
+            outcome=outcome,
+            group_outcomes=result.outcomes,
+            reset_payload=result.group.reset_payload,
+            strict_state=self.strict_state,
+        )
+        error = drift_error(
+            result.target, first.stage, first.difference,
+            group_index=result.group.group_index,
+            candidate_index=outcome.candidate_index, step_index=first.step_index,
+            hint=hint, totals=totals, drifted=locations,
+        )  # fmt: skip
+        error.rule += _summary(totals)
+        error.detail = detail
+        raise error
 
 
 def _summary(totals: dict[str, int]) -> str:
