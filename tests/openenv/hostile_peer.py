@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
+import logging
 import re
 import socket
 import threading
@@ -311,3 +312,29 @@ def decodes_to_token(token: str, text: str | bytes) -> bool:
         frontier = [layer(item) for item in frontier for layer in layers]
         seen.update(frontier)
     return any(token in item for item in seen)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.texts.append(self.format(record))
+
+
+@contextmanager
+def every_log_record() -> Iterator[list[str]]:
+    """Every record emitted meanwhile, formatted with any traceback: kiln-verify's own
+    loggers at every level, the libraries' at the levels a run leaves them (their DEBUG
+    output, which traces raw frames, is opt-in and outside kiln-verify's control)."""
+    handler = _Records()
+    root, ours = logging.getLogger(), logging.getLogger("kiln_verify")
+    level = ours.level
+    root.addHandler(handler)
+    ours.setLevel(logging.DEBUG)
+    try:
+        yield handler.texts
+    finally:
+        root.removeHandler(handler)
+        ours.setLevel(level)
