@@ -11,6 +11,7 @@ spelling of the token in stdout, stderr or any log record.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.http11 import Request, Response
 
 from kiln_verify.cli import app
+from kiln_verify.errors import KilnError
+from kiln_verify.openenv.client import OpenEnvClient
 from tests.openenv.hostile_peer import (
     HTTP_TARGETS,
     TOKEN_ALPHABET,
@@ -28,6 +33,7 @@ from tests.openenv.hostile_peer import (
     decodes_to_token,
     every_log_record,
     hostile_server,
+    inject,
     injections,
 )
 
@@ -123,3 +129,49 @@ def test_the_hostile_peer_is_harmless_without_an_injection(
     result = CliRunner().invoke(app, args, env={VARIABLE: "kiln-hostile-control-token"})
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl", "r.json", "s.json"]
+
+
+async def _unsolicited_refusal(frame: str, token: str) -> KilnError:
+    """A server that sends ``frame`` right after the upgrade (as OpenEnv sends
+    CAPACITY_REACHED); what the client's first request raises."""
+
+    def health(connection: ServerConnection, request: Request) -> Response | None:
+        return connection.respond(200, "{}") if request.path == "/health" else None
+
+    async def handler(connection: ServerConnection) -> None:
+        await connection.send(frame)
+        await connection.wait_closed()
+
+    async with serve(handler, "127.0.0.1", 0, process_request=health) as server:
+        port = server.sockets[0].getsockname()[1]
+        environ = {VARIABLE: token}
+        async with OpenEnvClient(f"http://127.0.0.1:{port}", credential_env=VARIABLE,
+                                 environ=environ) as client:  # fmt: skip
+            session = await client.open_session()
+            await asyncio.sleep(0.05)  # the frame is queued before the request
+            try:
+                await session.state()
+            except KilnError as exc:
+                return exc
+            finally:
+                await session.close()
+    raise AssertionError("the unsolicited frame was accepted")
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(data=st.data())
+def test_an_unsolicited_frame_is_refused_as_a_raw_reflection_is(data: st.DataObject) -> None:
+    """Before the first request a terminal error frame is the server's refusal; one that
+    carries the token, in any spelling, poisons the session with the same cause."""
+    token = data.draw(tokens, label="token")
+
+    def frame(message: str) -> dict[str, object]:
+        return {"type": "error", "data": {"code": "CAPACITY_REACHED", "message": message}}
+
+    escaped = inject(frame("full"), data.draw(injections(token), label="injection"))
+    raw = json.dumps(frame(token))
+    for text in (raw, escaped):
+        refusal = asyncio.run(_unsolicited_refusal(text, token))
+        assert refusal.code == "session_poisoned"
+        assert "credential_reflected" in refusal.rule
+        assert not decodes_to_token(token, json.dumps(refusal.to_dict(), ensure_ascii=False))
