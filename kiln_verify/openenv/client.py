@@ -3,8 +3,10 @@
 HTTP (httpx) is used only for ``/health``, discovery and the Task API; episodes run over
 the WebSocket (:mod:`kiln_verify.openenv.session`). Every HTTP body is read through a
 byte cap while it streams, redirects are answered with an error instead of being followed
-(a redirect could move a bearer token to another origin), and a body that contains the
-token is rejected before it is parsed.
+(a redirect could move a bearer token to another origin), and a body that holds the
+token in any spelling (raw before parsing, JSON-escaped in any decoded key or string
+after) is refused as ``credential_reflected``
+(:func:`~kiln_verify.openenv.credentials.read_guarded`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import (
     CapacityExhausted,
+    CredentialReflected,
     DiscoveryInvalid,
     EnvironmentHttpStatus,
     EnvironmentRedirect,
@@ -45,9 +48,11 @@ from kiln_verify.limits import (
 from kiln_verify.openenv.action_schema import ActionSchema
 from kiln_verify.openenv.credentials import (
     BearerToken,
-    check_reflection,
+    check_body,
+    check_header,
     check_transport,
     read_bearer_token,
+    read_guarded,
     redact,
 )
 from kiln_verify.openenv.hints import connection_hint, status_hint
@@ -91,6 +96,10 @@ def _check_timeout(name: str, value: float) -> float:
     if not isinstance(value, int | float) or not 0 < value <= MAX_CAPACITY_WAIT_S:
         raise UsageError(f"{name} must be a number of seconds in (0, {MAX_CAPACITY_WAIT_S:g}]")
     return float(value)
+
+
+def _parse_discovery(body: bytes | str) -> Any:
+    return loads(body, max_bytes=MAX_DISCOVERY_BODY_BYTES)
 
 
 class OpenEnvClient:
@@ -161,7 +170,8 @@ class OpenEnvClient:
                 async with self._http.stream(method, url, json=json_body) as response:
                     status = response.status_code
                     if 300 <= status < 400:
-                        location = self.redact(response.headers.get("location", ""))
+                        location = response.headers.get("location", "")
+                        check_header(self._token, location, f"the redirect of {where}")
                         redirect = EnvironmentRedirect(
                             f"{where} answered {status} redirecting to {snippet(location)}"
                         )
@@ -179,7 +189,7 @@ class OpenEnvClient:
                 f"{where} failed: {type(exc).__name__}: {snippet(self.redact(str(exc)))}",
                 hint=connection_hint(self.url, exc),
             ) from None
-        check_reflection(self._token, body, f"the response to {where}")
+        check_body(self._token, body, f"the response to {where}")
         if status != 200 and status not in allow:
             refused = EnvironmentHttpStatus(
                 f"{where} answered HTTP {status}, expected 200",
@@ -220,7 +230,11 @@ class OpenEnvClient:
         if status != 200:
             return status, None
         try:
-            return status, loads(body, max_bytes=MAX_DISCOVERY_BODY_BYTES)
+            return status, read_guarded(
+                self._token, body, f"the response to {method} {path}", _parse_discovery
+            )
+        except CredentialReflected:
+            raise
         except KilnError as exc:
             raise DiscoveryInvalid(
                 f"{method} {path} is not strict JSON ({exc.code}: {exc.rule})"

@@ -2,20 +2,40 @@
 
 The token lives only inside a :class:`BearerToken`, whose ``repr``/``str`` are redacted,
 so it cannot reach a log line, an error message, a report or an identity record by
-accident. Servers are untrusted: any response that contains the raw token is rejected
-before it is parsed (:func:`check_reflection`), because a server that echoes credentials
-would otherwise leak them into recorded observations.
+accident. Servers are untrusted: a server that echoes credentials would otherwise leak
+them into recorded observations, so every response is refused as
+``credential_reflected`` when the token is in it in any spelling that decodes to it
+(:func:`read_guarded`): its raw bytes before anything parses it, then every decoded key
+and string of the parsed value (:mod:`kiln_verify.openenv.reflection` says why that is
+cheap and complete), and for a document the parser refuses, every decoded string literal
+before the parse error (which may quote one) is reported. Header values that reach a
+message (a redirect's ``Location``) are checked raw and percent-decoded.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+from urllib.parse import unquote
 
-from kiln_verify.errors import CredentialInsecure, CredentialInvalid, CredentialReflected
+from kiln_verify.errors import (
+    CredentialInsecure,
+    CredentialInvalid,
+    CredentialReflected,
+    KilnError,
+)
 from kiln_verify.limits import MAX_CREDENTIAL_ENV_NAME_CHARS, MAX_CREDENTIAL_TOKEN_BYTES
+from kiln_verify.openenv.reflection import (
+    escaped,
+    json_spelling,
+    reflected_in_literals,
+    reflected_in_value,
+)
 from kiln_verify.openenv.urls import EnvironmentUrl
+
+T = TypeVar("T")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BAD_TOKEN_CHARS = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
@@ -25,11 +45,12 @@ REDACTED = "<redacted>"
 class BearerToken:
     """A bearer token and the name of the variable it came from; redacted when printed."""
 
-    __slots__ = ("_raw", "_value", "env_name")
+    __slots__ = ("_raw", "_spelling", "_value", "env_name")
 
     def __init__(self, value: str, env_name: str) -> None:
         self._value = value
         self._raw = value.encode("utf-8")
+        self._spelling = json_spelling(value)
         self.env_name = env_name
 
     def __repr__(self) -> str:
@@ -42,8 +63,31 @@ class BearerToken:
         return {"Authorization": f"Bearer {self._value}"}
 
     def appears_in(self, data: bytes | str) -> bool:
-        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-        return self._raw in raw
+        """The raw check. For text, searching the text is the same test as searching its
+        UTF-8 bytes (UTF-8 is self-synchronizing), without encoding a copy of it."""
+        if isinstance(data, str):
+            return self._value in data
+        return self._raw in data
+
+    def decoded_in(self, data: bytes | str, value: object) -> bool:
+        """Whether a decoded key or string of ``value`` (parsed from ``data``, which the raw
+        check has passed) contains the token; escape-free ``data`` cannot hide it."""
+        return escaped(data) and reflected_in_value(value, self._value, self._spelling)
+
+    def literal_in(self, data: bytes | str) -> bool:
+        """Whether an escaped string literal of unparsable ``data`` decodes to the token."""
+        return escaped(data) and reflected_in_literals(data, self._value)
+
+    def in_header(self, value: str) -> bool:
+        """Raw, or behind any depth of percent-encoding (bounded by the value's length)."""
+        for _ in range(len(value) // 3 + 1):
+            if self._value in value:
+                return True
+            decoded = unquote(value, errors="surrogateescape")
+            if decoded == value:
+                return False
+            value = decoded
+        return self._value in value
 
     def redact(self, text: str) -> str:
         return text.replace(self._value, REDACTED)
@@ -92,10 +136,53 @@ def check_transport(token: BearerToken | None, url: EnvironmentUrl) -> None:
         )
 
 
+def _reflected(token: BearerToken, where: str, how: str = "") -> CredentialReflected:
+    return CredentialReflected(f"{where} contains the bearer token from {token.env_name}{how}")
+
+
 def check_reflection(token: BearerToken | None, data: bytes | str, where: str) -> None:
     """Reject a response that contains the raw token, before anything parses it."""
     if token is not None and token.appears_in(data):
-        raise CredentialReflected(f"{where} contains the bearer token from {token.env_name}")
+        raise _reflected(token, where)
+
+
+def check_body(token: BearerToken | None, data: bytes | str, where: str) -> None:
+    """The check for a body that may never be parsed (``/health``, an error status): the
+    raw bytes, then every string literal with an escape, decoded."""
+    if token is not None:
+        if token.appears_in(data):
+            raise _reflected(token, where)
+        if token.literal_in(data):
+            raise _reflected(token, where, " (JSON-escaped)")
+
+
+def read_guarded(
+    token: BearerToken | None, data: bytes | str, where: str, parse: Callable[[bytes | str], T]
+) -> T:
+    """``parse(data)``, refused as ``credential_reflected`` if the token is in ``data``
+    in any spelling: raw (before parsing), in a decoded key or string of the value, or,
+    when ``parse`` fails, in a decoded string literal (before its error, which may quote
+    one, is raised). Without a token this is just ``parse(data)``."""
+    if token is None:
+        return parse(data)
+    if token.appears_in(data):
+        raise _reflected(token, where)
+    try:
+        value = parse(data)
+    except KilnError:
+        if token.literal_in(data):
+            raise _reflected(token, where, " (JSON-escaped)") from None
+        raise
+    if token.decoded_in(data, value):
+        raise _reflected(token, where, " (JSON-escaped)")
+    return value
+
+
+def check_header(token: BearerToken | None, value: str, where: str) -> None:
+    """Reject a header value that is about to be quoted (a redirect's ``Location``) when it
+    holds the token, raw or percent-encoded."""
+    if token is not None and token.in_header(value):
+        raise _reflected(token, where)
 
 
 def redact(token: BearerToken | None, text: str) -> str:

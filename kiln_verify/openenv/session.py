@@ -41,7 +41,7 @@ from kiln_verify.errors import (
     TerminalProtocolError,
 )
 from kiln_verify.limits import KEEP_ALIVE_MAX_S, KEEP_ALIVE_MIN_S, MAX_SERVER_FRAME_BYTES
-from kiln_verify.openenv.credentials import BearerToken, check_reflection
+from kiln_verify.openenv.credentials import BearerToken, read_guarded
 from kiln_verify.openenv.wire import (
     Observation,
     ProtocolError,
@@ -49,11 +49,13 @@ from kiln_verify.openenv.wire import (
     ServerFrame,
     StateResult,
     check_response,
+    classify_server_frame,
     decode_server_frame,
     encode_close,
     encode_reset,
     encode_state,
     encode_step,
+    parse_server_frame,
 )
 
 T = TypeVar("T")
@@ -377,8 +379,7 @@ class Session:
         the next call. Anything else fails the session closed."""
         if self._requests == 0 and isinstance(message, str):
             try:
-                check_reflection(self._token, message, "an unsolicited frame")
-                frame = decode_server_frame(message)
+                frame = self._decode(message, "an unsolicited frame")
             except KilnError as exc:
                 self._poison(exc)
                 return
@@ -466,9 +467,11 @@ class Session:
         try:
             if isinstance(message, bytes):
                 raise ProtocolViolation(f"{kind.value} was answered with a binary frame")
-            if self._token is not None:  # (check_reflection has nothing to find otherwise)
-                check_reflection(self._token, message, f"the reply to {kind.value}")
-            frame: ServerFrame = check_response(kind, decode_server_frame(message))
+            if self._token is None:  # (nothing to reflect: the plain, fastest path)
+                frame: ServerFrame = decode_server_frame(message)
+            else:
+                frame = self._decode(message, f"the reply to {kind.value}")
+            frame = check_response(kind, frame)
         except KilnError as exc:
             raise self._poison(exc) from None
         if isinstance(frame, ProtocolError):
@@ -478,6 +481,12 @@ class Session:
                 self._abort()
             raise error
         return frame
+
+    def _decode(self, message: str, where: str) -> ServerFrame:
+        """A text frame's typed reply, refused as ``credential_reflected`` when the token
+        is in it in any spelling (raw, or JSON-escaped in any key or string), before any
+        part of it can reach an error message or a record."""
+        return classify_server_frame(read_guarded(self._token, message, where, parse_server_frame))
 
     def _exclusive(self) -> _Exclusive:
         return self._exclusive_guard

@@ -246,6 +246,23 @@ def decode_server_frame(text: str | bytes) -> ServerFrame:
     return _classify(frame)
 
 
+def parse_server_frame(text: str | bytes) -> dict[str, Any]:
+    """The first half of :func:`decode_server_frame`: the frame's JSON object, unread.
+
+    A client holding a credential looks at every decoded string between the halves,
+    before :func:`classify_server_frame` can quote one in an error message.
+    """
+    frame = _canonical_frame(text)
+    if frame is None:
+        frame = _strict_frame(text)
+    return frame
+
+
+def classify_server_frame(frame: dict[str, Any]) -> ServerFrame:
+    """The second half of :func:`decode_server_frame`: the typed reply of a parsed frame."""
+    return _classify(frame)
+
+
 _SPACED = b'{"type": '
 
 

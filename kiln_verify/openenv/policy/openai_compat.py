@@ -10,7 +10,9 @@ the strict JSON reader (:mod:`~kiln_verify.openenv.policy.openai_response`, whic
 holds the reasoning rule). 429, 502-504 and refused connections are retried a bounded
 number of times; every error names the endpoint URL. The API key is read once from a named
 environment variable, sent only as ``Authorization: Bearer``, never appears in identities
-or errors, and a response that echoes it is refused before parsing.
+or errors, and a response that echoes it in any spelling (raw, or JSON-escaped in any
+decoded key or string: content, reasoning, an error object) is refused as
+``credential_reflected``, as is a redirect whose ``Location`` carries it.
 
 The call must run in one asyncio task from start to end (httpx's connection pool holds
 anyio locks bound to the task that took them); the collector guarantees it
@@ -47,7 +49,12 @@ from kiln_verify.limits import (
     POLICY_RETRY_BACKOFF_MAX_S,
     POLICY_RETRY_BACKOFF_S,
 )
-from kiln_verify.openenv.credentials import BearerToken, check_reflection, read_bearer_token
+from kiln_verify.openenv.credentials import (
+    BearerToken,
+    check_header,
+    read_bearer_token,
+    read_guarded,
+)
 from kiln_verify.openenv.policy.base import (
     MONOTONIC,
     BehaviorPolicyIdentity,
@@ -56,7 +63,7 @@ from kiln_verify.openenv.policy.base import (
     PolicyResponse,
     elapsed_ms,
 )
-from kiln_verify.openenv.policy.openai_response import parse_chat_completion
+from kiln_verify.openenv.policy.openai_response import read_completion, read_document
 
 
 def _is_loopback(host: str) -> bool:
@@ -224,7 +231,9 @@ class OpenAICompatPolicy:
             async with self._client.stream("POST", where, json=body) as response:
                 status = response.status_code
                 if 300 <= status < 400:
-                    location = snippet(response.headers.get("location", ""))
+                    location = response.headers.get("location", "")
+                    check_header(self._token, location, f"the redirect from {where}")
+                    location = snippet(location)
                     raise PolicyRedirect(
                         f"{where} answered HTTP {status} redirecting to {location}"
                     )
@@ -291,8 +300,10 @@ class OpenAICompatPolicy:
         start = self._clock()
         data = await self._post(self._body(request))
         latency = elapsed_ms(self._clock, start)
-        check_reflection(self._token, data, f"the response from {self._endpoint}")
-        completion = parse_chat_completion(data, max_bytes=self._max_bytes, where=self._endpoint)
+        document = read_guarded(
+            self._token, data, f"the response from {self._endpoint}", self._parse
+        )
+        completion = read_completion(document, where=self._endpoint)
         return PolicyResponse(
             text=completion.text,
             reasoning=completion.reasoning,
@@ -301,6 +312,9 @@ class OpenAICompatPolicy:
             latency_ms=latency,
             finish_reason=completion.finish_reason,
         )
+
+    def _parse(self, data: bytes | str) -> dict[str, Any]:
+        return read_document(data, max_bytes=self._max_bytes, where=self._endpoint)
 
     def identity(self) -> BehaviorPolicyIdentity:
         return BehaviorPolicyIdentity(

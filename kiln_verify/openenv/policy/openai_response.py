@@ -25,7 +25,15 @@ from typing import Any
 from kiln_verify.core.jsonio import loads_object
 from kiln_verify.errors import KilnError, PolicyResponseInvalid
 
-__all__ = ["THINK_CLOSE", "THINK_OPEN", "ChatCompletion", "parse_chat_completion", "split_inline"]
+__all__ = [
+    "THINK_CLOSE",
+    "THINK_OPEN",
+    "ChatCompletion",
+    "parse_chat_completion",
+    "read_completion",
+    "read_document",
+    "split_inline",
+]
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -69,12 +77,22 @@ def _optional_text(message: dict[str, Any], key: str, where: str) -> str | None:
 
 def parse_chat_completion(data: bytes, *, max_bytes: int, where: str) -> ChatCompletion:
     """The strict-JSON response body ``data`` from ``where`` (the endpoint URL, for errors)."""
+    return read_completion(read_document(data, max_bytes=max_bytes, where=where), where=where)
+
+
+def read_document(data: bytes | str, *, max_bytes: int, where: str) -> dict[str, Any]:
+    """The response body as one strict JSON object, not yet read (the first half of
+    :func:`parse_chat_completion`: a policy holding an API key searches it in between)."""
     try:
-        document = loads_object(data, max_bytes=max_bytes)
+        return loads_object(data, max_bytes=max_bytes)
     except KilnError as exc:
         raise PolicyResponseInvalid(
             f"the response from {where} is not one strict JSON object ({exc.code})"
         ) from None
+
+
+def read_completion(document: dict[str, Any], *, where: str) -> ChatCompletion:
+    """What the collector keeps of a parsed response (the second half)."""
     choices = document.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise PolicyResponseInvalid(f"the response from {where} has no choices[0] object")

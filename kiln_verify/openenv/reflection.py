@@ -1,0 +1,120 @@
+"""Whether a peer's JSON carries a secret in any spelling that decodes to it.
+
+A server that echoes a bearer token need not echo its bytes: JSON lets it spell any
+character as ``\\uXXXX`` (``/`` also as ``\\/``, a supplementary character as a surrogate
+pair), and the parser turns every spelling back into the token, which the recorder then
+writes raw. So the question is never "are these bytes in the body" alone but "does any
+decoded string -- object key or value, at any depth -- contain the secret". This module
+answers it cheaply, in three steps, each proven below and by
+``tests/openenv/test_oe_reflection.py``:
+
+1. **No backslash, nothing to decode.** When the document's text has no ``\\`` at all,
+   it holds no escape sequence, so every string the parser returns is exactly the text
+   between two quotes (for ``bytes``: the strict parser decodes UTF-8 strictly, and the
+   UTF-8 encoding of that string is exactly those bytes). A secret inside a decoded string
+   is then inside the text itself, which the raw substring check has already refused.
+   :func:`escaped` is that test: one C-speed scan, and the only cost honest escape-free
+   frames pay.
+2. **A screen at C speed.** ``orjson`` escapes each character on its own (``"``, ``\\``
+   and the controls below U+0020 get fixed escapes, everything else is written as its
+   UTF-8), so if a decoded string ``s`` contains the secret ``t``, ``orjson``'s spelling of
+   ``s`` contains ``orjson``'s spelling of ``t``, and the spelling of the whole value
+   contains both. No match there proves no decoded string contains the secret.
+3. **The exact answer.** A match may still straddle two strings (only for a secret that
+   itself holds ``"``), or ``orjson`` may refuse the value (an integer beyond 64 bits);
+   then :func:`_walk` visits every key and string and decides.
+
+:func:`reflected_in_literals` serves documents the parser refused: their error messages
+may quote a decoded key (a duplicate key, say), so before such an error is reported, every
+string literal of the text is decoded as leniently as possible and searched too.
+
+Numbers are not strings: a secret spelled only with digits, signs, ``.`` and ``e`` could
+reappear in a respelled number (``1.2e1`` written as ``12.0``); such a token is not a
+credential anyone issues, and the raw check still covers the number as the peer sent it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import orjson
+
+__all__ = ["escaped", "json_spelling", "reflected_in_literals", "reflected_in_value"]
+
+_BACKSLASH: Final = b"\\"
+# One JSON string literal, matched from its opening quote (so a scan over the text stays
+# aligned with the grammar: in valid JSON every quote outside a string opens one), or the
+# unterminated tail of one.
+_LITERAL: Final = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)(?:"|\\?\Z)', re.DOTALL)
+_ESCAPE: Final = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+_SIMPLE: Final = {
+    '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
+}  # fmt: skip
+
+
+def escaped(text: bytes | str) -> bool:
+    """Whether ``text`` holds a backslash, i.e. may hold an escape sequence (step 1)."""
+    if isinstance(text, str):
+        return "\\" in text
+    return _BACKSLASH in text
+
+
+def json_spelling(secret: str) -> bytes:
+    """``orjson``'s spelling of ``secret`` inside a JSON string (without the quotes)."""
+    return orjson.dumps(secret)[1:-1]
+
+
+def reflected_in_value(value: Any, secret: str, spelling: bytes) -> bool:
+    """Whether any key or string anywhere in the parsed ``value`` contains ``secret``.
+
+    ``spelling`` is :func:`json_spelling` of ``secret`` (computed once per credential).
+    """
+    try:
+        dumped = orjson.dumps(value)
+    except (orjson.JSONEncodeError, RecursionError):
+        return _walk(value, secret)
+    return spelling in dumped and _walk(value, secret)
+
+
+def _walk(value: Any, secret: str) -> bool:
+    """The exact answer: every object key and every string, iteratively (no recursion)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str:
+            if secret in item:
+                return True
+        elif kind is dict:
+            for key, member in item.items():
+                if secret in key:
+                    return True
+                pending.append(member)
+        elif kind is list:
+            pending.extend(item)
+    return False
+
+
+def _unescape(body: str) -> str:
+    """A literal's body with every valid escape decoded; a surrogate pair becomes its
+    character, anything malformed is kept as it is (the parser refused it anyway)."""
+    text = _ESCAPE.sub(
+        lambda m: _SIMPLE[m.group()[1]] if len(m.group()) == 2 else chr(int(m.group()[2:], 16)),
+        body,
+    )
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def reflected_in_literals(text: bytes | str, secret: str) -> bool:
+    """Whether a string literal of ``text`` (a document the parser may have refused)
+    decodes to something that contains ``secret``: literals with an escape only, since
+    the raw check has covered the others."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    for match in _LITERAL.finditer(raw):
+        body = match.group(1)
+        if _BACKSLASH in body:
+            decoded = _unescape(body.decode("utf-8", "surrogateescape"))
+            if secret in decoded:
+                return True
+    return False
