@@ -186,12 +186,14 @@ def test_reward_integer_range_and_non_finite() -> None:
 
 
 def test_negative_zero_spellings() -> None:
-    """Python's json reads `-0` as int 0 (documented); `-0.0` stays a float."""
+    """`-0` is the float -0.0, as serde_json (Kiln) reads it, not Python's int 0
+    (docs/byte-rules.md); `-0.0` stays a float."""
     frame = decode_server_frame(
         '{"type":"observation","data":{"observation":{},"reward":-0,"done":false}}'
     )
     assert isinstance(frame, Observation)
-    assert frame.reward == Reward("integer", 0)
+    assert frame.reward.kind == "float"
+    assert math.copysign(1.0, frame.reward.value) == -1.0
     frame = decode_server_frame(
         '{"type":"observation","data":{"observation":{},"reward":-0.0,"done":false}}'
     )
