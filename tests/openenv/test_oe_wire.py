@@ -193,6 +193,7 @@ def test_negative_zero_spellings() -> None:
     )
     assert isinstance(frame, Observation)
     assert frame.reward.kind == "float"
+    assert isinstance(frame.reward.value, float)
     assert math.copysign(1.0, frame.reward.value) == -1.0
     frame = decode_server_frame(
         '{"type":"observation","data":{"observation":{},"reward":-0.0,"done":false}}'

@@ -28,7 +28,7 @@ from kiln_verify.limits import (
 )
 from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ProtocolErrorResult
-from kiln_verify.openenv.volatile import VolatileValue
+from kiln_verify.openenv.volatile import VolatileValue, json_type
 
 __all__ = [
     "ABSENT",
@@ -95,21 +95,10 @@ _VOLATILE_TYPES: Final = {"boolean": "bool", "number": "float"}
 
 
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    """The drift report's type name: the JSON type, with ``bool`` and ``float`` spelled as
+    the tagged reward spells them."""
+    name = json_type(value)
+    return _VOLATILE_TYPES.get(name, name)
 
 
 def _join(path: str, key: str | int) -> str:
