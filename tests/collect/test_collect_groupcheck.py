@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kiln_verify.errors import ResetNondeterministic, UsageError
-from kiln_verify.limits import MAX_ERROR_SNIPPET_CHARS
+from kiln_verify.limits import MAX_ERROR_SNIPPET_CHARS, MAX_REPLAY_DRIFT_PATH_CHARS
 from kiln_verify.openenv.collect import CollectionControls, run_collection
 from kiln_verify.openenv.collect.groupcheck import GroupCheck
 from kiln_verify.openenv.collect.plan import GroupPlan
@@ -129,7 +129,10 @@ def test_the_path_is_bounded_and_values_are_never_echoed() -> None:
     assert len(str(error)) < 1_000
     assert "sss" not in str(error)
     shown = "state." + "k" * (MAX_ERROR_SNIPPET_CHARS - len("state."))
-    assert f"differs first at {shown!r}... (10006 chars)); reset(seed)" in error.rule
+    # the path itself is cut at MAX_REPLAY_DRIFT_PATH_CHARS first (a peer key of any length)
+    assert f"differs first at {shown!r}... ({MAX_REPLAY_DRIFT_PATH_CHARS} chars)); reset(seed)" in (
+        error.rule
+    )
 
 
 # -- over real sockets: the oracle -----------------------------------------------------------
