@@ -75,7 +75,7 @@ from kiln_verify.limits import (
     MAX_SFT_ROW_BYTES,
     MAX_TOKENIZER_BYTES,
 )
-from kiln_verify.openenv.records.common import validate_record
+from kiln_verify.records import validate_record
 
 __all__ = [
     "ARCHIVE_SUFFIX",

@@ -7,11 +7,8 @@ from typing import Any
 
 from kiln_verify.core.digest import canonical_digest, sha256_bytes
 from kiln_verify.openenv.records import serialize
-from kiln_verify.openenv.records.common import (
-    EnvironmentInspection,
-    ObservationRecord,
-    ProtocolErrorRecord,
-)
+from kiln_verify.openenv.records.environment import EnvironmentInspection
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.prompt import (
     initial_messages,
     observation_content,

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from kiln_verify.errors import snippet
 from kiln_verify.limits import MAX_DRIFT_CONTEXT_CHARS, MAX_ERROR_SNIPPET_CHARS
-from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorRecord
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ProtocolErrorResult
 from kiln_verify.openenv.volatile import VolatileValue
 
