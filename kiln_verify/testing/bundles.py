@@ -359,15 +359,3 @@ def build_bundle(
     )
     (directory / SUMMARY).write_bytes(serialize.summary_bytes(summary))
     return Bundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)
-
-
-def write_fixture_bundle(directory: Path) -> Bundle:
-    """The records package's reference-example bundle (tests/records/fixtures.py)."""
-    from tests.records import fixtures
-
-    directory.mkdir(parents=True, exist_ok=True)
-    dataset = fixtures.dataset_file()
-    (directory / DATASET).write_bytes(dataset)
-    (directory / REPLAY).write_bytes(fixtures.replay_file(dataset))
-    (directory / SUMMARY).write_bytes(fixtures.summary_file())
-    return Bundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)
