@@ -2,8 +2,9 @@
 
 ``python -m kiln_verify.hf.schema_export`` rewrites the file; ``--check`` exits 1 when the
 checked-in bytes differ (a test does the same). Same conventions as the OpenEnv schema
-(both use :func:`kiln_verify.records.schema.record_definitions`): draft 2020-12, one ``$defs`` entry per record type, closed objects, optional
-fields that Kiln omits appear optional and non-nullable, bytes from
+(both use :func:`kiln_verify.records.schema.record_definitions`): draft 2020-12, one
+``$defs`` entry per record type, closed objects, optional fields that Kiln omits appear
+optional and non-nullable, bytes from
 :func:`kiln_verify.core.jsonio.dumps_pretty`. The root is a ``oneOf`` over the four
 documents plus the GRPO row.
 """

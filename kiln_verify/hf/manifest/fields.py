@@ -1,9 +1,10 @@
 """Field types shared by the HF/TRL records (kiln-hf-trl-contract §4, §5.2).
 
 The records use the shared :class:`~kiln_verify.records.Record` base (closed, frozen,
-struct-ordered, omitted-not-null optional fields, ``record_invalid`` with a JSON path). This module adds what the HF/TRL documents need on top: the 512-byte bounded
-text, file identities with the artifact path rules, fixed bundle paths, the
-document-version pre-check and self-digest sealing.
+struct-ordered, omitted-not-null optional fields, ``record_invalid`` with a JSON path).
+This module adds what the HF/TRL documents need on top: the 512-byte bounded text, file
+identities with the artifact path rules, fixed bundle paths, the document-version
+pre-check and self-digest sealing.
 """
 
 from __future__ import annotations
