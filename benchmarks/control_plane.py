@@ -54,7 +54,7 @@ from kiln_verify.control.status import (  # noqa: E402
 )
 from kiln_verify.control.store import RunStore  # noqa: E402
 from kiln_verify.core.digest import hash_file  # noqa: E402
-from tests.control.support import READY_LINE  # noqa: E402
+from kiln_verify.testing.serve import READY_LINE  # noqa: E402
 
 MiB = 1024 * 1024
 CLI = "from kiln_verify.cli import main; main()"

@@ -1,7 +1,8 @@
 """Offline verification throughput and memory versus ``sha256sum`` over the same files.
 
-Synthesizes consistent bundles (scripted deterministic episodes, see tests/verify/bundles.py)
-in two shapes, each at two sizes (the large one and ``--small-fraction`` of its groups):
+Synthesizes consistent bundles (scripted deterministic episodes, see
+kiln_verify/testing/bundles.py) in two shapes, each at two sizes (the large one and
+``--small-fraction`` of its groups):
 
 * ``max`` (the target's shape, issue 4): a bundle at the contract's maximum sizes:
   ``MAX_ROLLOUTS`` rollouts (2,048 groups x 8) with observations and model reasoning padded
@@ -55,7 +56,7 @@ from kiln_verify.limits import (  # noqa: E402
     MAX_OPENENV_REPLAY_BYTES,
     MAX_ROLLOUTS,
 )
-from tests.verify.bundles import Bundle, build_bundle  # noqa: E402
+from kiln_verify.testing.bundles import Bundle, build_bundle  # noqa: E402
 
 GROUP_SIZE = 8
 GROUPS = MAX_ROLLOUTS // GROUP_SIZE

@@ -68,7 +68,12 @@ class Endpoint:
 
 class OracleFactory(Protocol):
     def __call__(
-        self, name: str, *, max_sessions: int | None = None, faults: Sequence[str] = ()
+        self,
+        name: str,
+        *,
+        max_sessions: int | None = None,
+        faults: Sequence[str] = (),
+        **config: Any,
     ) -> ServerHandle: ...
 
 
@@ -76,10 +81,12 @@ class KilnRun(Protocol):
     def __call__(self, coro: Coroutine[Any, Any, T]) -> T: ...
 
 
-def _start(name: str, max_sessions: int | None, faults: Sequence[str]) -> ServerHandle:
+def _start(
+    name: str, max_sessions: int | None, faults: Sequence[str], **config: Any
+) -> ServerHandle:
     from oracle.runner import ServerConfig, start_server
 
-    kwargs: dict[str, Any] = {"faults": tuple(faults)}
+    kwargs: dict[str, Any] = {"faults": tuple(faults), **config}
     if max_sessions is not None:
         kwargs["max_sessions"] = max_sessions
     return start_server(ServerConfig(name, **kwargs))
@@ -118,15 +125,21 @@ def kiln_oracle_pool() -> Iterator[OraclePool]:
 def openenv_oracle() -> Iterator[OracleFactory]:
     """``openenv_oracle("bandit", max_sessions=1, faults=["delay-step=0.1"])`` starts an
     oracle server in-process and returns its handle (``.base_url``); every server this
-    factory started is stopped at teardown."""
+    factory started is stopped at teardown. Any other keyword is a field of
+    ``oracle.runner.ServerConfig`` (``port``, ``ping_interval``, ``ping_timeout``,
+    ``per_message_deflate``, ``environment``: serve that ``Environment`` class instead)."""
     handles: list[ServerHandle] = []
 
     def factory(
-        name: str, *, max_sessions: int | None = None, faults: Sequence[str] = ()
+        name: str,
+        *,
+        max_sessions: int | None = None,
+        faults: Sequence[str] = (),
+        **config: Any,
     ) -> ServerHandle:
         if isinstance(faults, str):
             raise TypeError("faults must be a list of profile strings, not one string")
-        handle = _start(name, max_sessions, faults)
+        handle = _start(name, max_sessions, faults, **config)
         handles.append(handle)
         return handle
 

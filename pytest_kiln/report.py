@@ -127,7 +127,7 @@ def write_report(
     from kiln_verify.core.jsonio import dumps_pretty, loads_object
     from kiln_verify.limits import REPORT_MAX_CONFORMANCE_BYTES
     from kiln_verify.openenv.collect.publish import publish_together
-    from kiln_verify.openenv.records.common import validate_record
+    from kiln_verify.records import validate_record
     from kiln_verify.report.conformance import conformance_document
     from kiln_verify.report.conformance_input import ConformanceReport
     from kiln_verify.report.engine import render

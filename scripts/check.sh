@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The project's whole check: lint, strict typing, then the test suite.
+# The project's whole check: lint, the import contract (the layers of docs/ARCHITECTURE.md),
+# strict typing, then the test suite.
 # README's test command and .ci/run both call this script, so they can never drift apart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== ruff"
 ruff check .
+echo "== lint-imports (the layer contract in pyproject.toml)"
+lint-imports
 echo "== mypy --strict"
 mypy
 echo "== pytest"

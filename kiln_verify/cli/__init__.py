@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import typer
 
-from kiln_verify import __version__
+from kiln_verify._version import __version__
 
 
 def _oracle_app(subcommand: str | None = None) -> typer.Typer:

@@ -38,8 +38,8 @@ from kiln_verify.errors import (
     snippet,
 )
 from kiln_verify.openenv.collect import CollectionControls
-from kiln_verify.openenv.records.common import Record, validate_record
 from kiln_verify.openenv.urls import normalize_base_url
+from kiln_verify.records import Record, validate_record
 
 __all__ = [
     "check_environments",

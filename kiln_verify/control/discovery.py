@@ -40,7 +40,7 @@ from kiln_verify.errors import (
 )
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.engine import inspection_record
-from kiln_verify.openenv.records.common import EnvironmentInspection
+from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.tasks import task_catalog
 
 __all__ = ["inspect", "task_catalogs"]

@@ -47,7 +47,7 @@ from kiln_verify.openenv.collect import (
     publish_together,
 )
 from kiln_verify.openenv.policy.registry import build_policy
-from kiln_verify.openenv.records.common import EnvironmentIdentityRecord
+from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
 from kiln_verify.openenv.records.summary import RolloutStats
 
 __all__ = ["ARTIFACT_FILES", "Published", "artifact_url", "execute_run", "publish_collection"]

@@ -38,7 +38,7 @@ from kiln_verify.limits import (
     MAX_IDEMPOTENCY_KEY_BYTES,
     MAX_TASK_PAGE,
 )
-from kiln_verify.openenv.records.common import FreeObject, Record
+from kiln_verify.records import FreeObject, Record
 
 __all__ = [
     "BASE_ADAPTER",

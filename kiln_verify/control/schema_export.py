@@ -24,8 +24,8 @@ from kiln_verify.control.status import (
     TaskCatalogResponse,
 )
 from kiln_verify.core.jsonio import dumps_pretty
-from kiln_verify.openenv.records.common import Record
-from kiln_verify.openenv.records.schema_export import record_definitions
+from kiln_verify.records import Record
+from kiln_verify.records.schema import record_definitions
 
 __all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "main", "schema_bytes"]
 

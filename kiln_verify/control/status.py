@@ -14,16 +14,10 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, m
 
 from kiln_verify.control.request import OpenEnvRunRequest, RunKind
 from kiln_verify.limits import MAX_FAILURE_HINT_BYTES, MAX_FAILURE_MESSAGE_BYTES, MAX_TASK_PAGE
-from kiln_verify.openenv.records.common import (
-    U64,
-    EnvironmentIdentityRecord,
-    EnvironmentInspection,
-    FreeJson,
-    ProtocolErrorCode,
-    Record,
-    Sha256,
-)
+from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord, EnvironmentInspection
+from kiln_verify.openenv.records.observation import ProtocolErrorCode
 from kiln_verify.openenv.records.summary import RolloutStats
+from kiln_verify.records import U64, FreeJson, Record, Sha256
 
 __all__ = [
     "ARTIFACT_KINDS",

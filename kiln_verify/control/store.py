@@ -25,7 +25,7 @@ from kiln_verify.core.paths import open_regular
 from kiln_verify.core.publish import publish_directory, replace_bytes
 from kiln_verify.errors import KilnError, LimitExceeded, PathNotDirectory, RecordInvalid
 from kiln_verify.limits import MAX_RUN_STATUS_BYTES
-from kiln_verify.openenv.records.common import validate_record
+from kiln_verify.records import validate_record
 
 __all__ = ["RUN_ID_PATTERN", "STATUS_FILE", "RestoredState", "RunStore", "status_bytes"]
 

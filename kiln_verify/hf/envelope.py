@@ -37,18 +37,17 @@ from kiln_verify.errors import (
     UsageError,
 )
 from kiln_verify.hf.archive_rules import DeclaredMembers, Side
-from kiln_verify.hf.digests import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
-from kiln_verify.hf.manifest import ExportManifest, FileIdentity, TrainingResult
-from kiln_verify.hf.manifest.read import read_export, read_result
-from kiln_verify.hf.verify import (
+from kiln_verify.hf.bundle_files import (
     EXPORT_MANIFEST,
     RESULT_MANIFEST,
-    BundleReport,
     bundle_files,
     read_bundle_file,
     read_paired_result,
-    verify_bundle,
 )
+from kiln_verify.hf.digests import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
+from kiln_verify.hf.manifest import ExportManifest, FileIdentity, TrainingResult
+from kiln_verify.hf.manifest.read import read_export, read_result
+from kiln_verify.hf.verify import BundleReport, verify_bundle
 from kiln_verify.limits import (
     MAX_ADAPTER_CONFIG_BYTES,
     MAX_IMPORT_ARTIFACT_BYTES,

@@ -39,6 +39,12 @@ from kiln_verify.errors import (
     UsageError,
 )
 from kiln_verify.hf.adapter_check import check_adapter
+from kiln_verify.hf.bundle_files import (
+    EXPORT_MANIFEST,
+    RESULT_MANIFEST,
+    bundle_files,
+    read_bundle_file,
+)
 from kiln_verify.hf.digests import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -64,12 +70,6 @@ from kiln_verify.hf.manifest import (
     document_bytes,
 )
 from kiln_verify.hf.manifest.read import read_export, read_import, read_result
-from kiln_verify.hf.verify import (
-    EXPORT_MANIFEST,
-    RESULT_MANIFEST,
-    bundle_files,
-    read_bundle_file,
-)
 from kiln_verify.limits import MAX_IMPORT_EXPANDED_BYTES, MAX_MANIFEST_BYTES
 
 __all__ = [

@@ -2,9 +2,9 @@
 
 ``python -m kiln_verify.hf.schema_export`` rewrites the file; ``--check`` exits 1 when the
 checked-in bytes differ (a test does the same). Same conventions as the OpenEnv schema
-(:mod:`kiln_verify.openenv.records.schema_export`, whose model walk and null-dropping this
-reuses): draft 2020-12, one ``$defs`` entry per record type, closed objects, optional
-fields that Kiln omits appear optional and non-nullable, bytes from
+(both use :func:`kiln_verify.records.schema.record_definitions`): draft 2020-12, one
+``$defs`` entry per record type, closed objects, optional fields that Kiln omits appear
+optional and non-nullable, bytes from
 :func:`kiln_verify.core.jsonio.dumps_pretty`. The root is a ``oneOf`` over the four
 documents plus the GRPO row.
 """
@@ -23,8 +23,8 @@ from kiln_verify.hf.manifest import (
     SftIngestionReceipt,
     TrainingResult,
 )
-from kiln_verify.openenv.records.common import Record
-from kiln_verify.openenv.records.schema_export import record_definitions
+from kiln_verify.records import Record
+from kiln_verify.records.schema import record_definitions
 
 __all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "main", "schema_bytes"]
 

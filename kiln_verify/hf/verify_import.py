@@ -32,6 +32,7 @@ from typing import Any
 from kiln_verify.core.publish import staged_directory
 from kiln_verify.errors import HfIdentityMismatch, UsageError
 from kiln_verify.hf.adapter_check import check_adapter
+from kiln_verify.hf.bundle_files import EXPORT_MANIFEST, read_bundle_file, read_identified
 from kiln_verify.hf.envelope import (
     ENVELOPE_FILES,
     ENVELOPE_SUFFIX,
@@ -47,7 +48,6 @@ from kiln_verify.hf.importer import (
 )
 from kiln_verify.hf.manifest import ExportManifest
 from kiln_verify.hf.manifest.read import read_export
-from kiln_verify.hf.verify import EXPORT_MANIFEST, read_bundle_file, read_identified
 from kiln_verify.limits import (
     MAX_CHAT_TEMPLATE_BYTES,
     MAX_IMPORT_EXPANDED_BYTES,

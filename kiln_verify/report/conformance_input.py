@@ -21,8 +21,8 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from kiln_verify.core.jsonio import loads_object
 from kiln_verify.errors import RecordInvalid
 from kiln_verify.limits import REPORT_MAX_CONFORMANCE_BYTES
-from kiln_verify.openenv.records.common import Record, validate_record
 from kiln_verify.openenv.verify.files import read_bounded
+from kiln_verify.records import Record, validate_record
 
 __all__ = [
     "CONFORMANCE_FORMAT",

@@ -28,10 +28,10 @@ from kiln_verify.openenv.evaluate.evidence import (
     paired_groups,
 )
 from kiln_verify.openenv.evaluate.pairing import check_pairing
-from kiln_verify.openenv.records.common import validate_record
 from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt, PolicyIdentity
 from kiln_verify.openenv.records.summary import RolloutSummary
 from kiln_verify.openenv.verify.files import read_bounded
+from kiln_verify.records import validate_record
 from kiln_verify.report.document import (
     Bar,
     Cell,

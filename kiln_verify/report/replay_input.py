@@ -35,9 +35,9 @@ from kiln_verify.limits import (
     MAX_REPLAY_DRIFTS_PER_CANDIDATE,
     REPORT_MAX_REPLAY_BYTES,
 )
-from kiln_verify.openenv.records.common import U64, Record, Sha256, validate_record
 from kiln_verify.openenv.records.reports import EnvironmentRemap, ReplayRunReport
 from kiln_verify.openenv.verify.files import read_bounded
+from kiln_verify.records import U64, Record, Sha256, validate_record
 
 __all__ = [
     "DriftDetail",

@@ -20,7 +20,7 @@ from kiln_verify.control.status import (
     OpenEnvRunStatus,
     TaskCatalogResponse,
 )
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = ["answers", "artifact", "create_run", "inspect", "install", "run_answers", "tasks"]
 

@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from kiln_verify.core.jsonenc import dumps_compact
 from kiln_verify.errors import ControlApiError, snippet
 from kiln_verify.limits import HASH_CHUNK_BYTES
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = ["DescriptorResponse", "error_response", "json_response"]
 

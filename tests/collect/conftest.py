@@ -1,4 +1,7 @@
-"""Live oracle servers and a one-call collection helper for the collector tests."""
+"""Shared oracle servers and a one-call collection helper for the collector tests.
+
+Per-test servers come from ``start`` (the plugin's ``openenv_oracle``, tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
 from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
 from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
-from oracle.runner import ServerConfig, ServerHandle, start_server, start_servers
+from oracle.runner import ServerHandle, start_servers
 
 Start = Callable[..., ServerHandle]
 
@@ -25,20 +28,6 @@ Start = Callable[..., ServerHandle]
 def servers() -> Iterator[dict[str, ServerHandle]]:
     handles = start_servers(["counter", "bandit"])
     yield {handle.name: handle for handle in handles}
-    for handle in handles:
-        handle.stop()
-
-
-@pytest.fixture
-def start() -> Iterator[Start]:
-    handles: list[ServerHandle] = []
-
-    def _start(name: str = "bandit", **kwargs: Any) -> ServerHandle:
-        handle = start_server(ServerConfig(name, **kwargs))
-        handles.append(handle)
-        return handle
-
-    yield _start
     for handle in handles:
         handle.stop()
 

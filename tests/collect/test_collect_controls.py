@@ -17,7 +17,7 @@ from kiln_verify.openenv.collect import (
     load_reset_options,
     parse_model_action,
 )
-from kiln_verify.openenv.records.common import I64_MAX
+from kiln_verify.records import I64_MAX
 
 URL = "http://127.0.0.1:1"
 

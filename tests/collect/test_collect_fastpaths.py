@@ -18,7 +18,7 @@ from kiln_verify.limits import (
 from kiln_verify.openenv.action_schema import ActionIssue, ActionSchema
 from kiln_verify.openenv.collect.engine import same_start
 from kiln_verify.openenv.collect.episode import EnvironmentContext
-from kiln_verify.openenv.records.common import ObservationRecord
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.prompt import initial_messages, parse_model_action
 from kiln_verify.openenv.records.serialize import messages_sha256, reset_observation_sha256
 from kiln_verify.openenv.wire import Reward

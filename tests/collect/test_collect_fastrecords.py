@@ -20,11 +20,11 @@ from pydantic import ValidationError
 
 from kiln_verify.limits import MAX_ACTION_CHECK_CACHE_ENTRIES, MAX_ACTION_CHECK_CACHE_KEY_CHARS
 from kiln_verify.openenv.collect import fastrecords
-from kiln_verify.openenv.records.common import ObservationRecord
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.prompt import parse_model_action
 from kiln_verify.openenv.records.replay import ObservationResult, ReplayExchange
-from kiln_verify.openenv.records.rollout import TurnSegment
 from kiln_verify.openenv.wire import Observation, Reward
+from kiln_verify.records import TurnSegment
 from oracle.runner import ServerHandle
 from tests.collect.contexts import environment_context
 
@@ -244,7 +244,7 @@ def test_parse_action_memory_is_bounded(servers: dict[str, ServerHandle]) -> Non
 
 def test_same_start_compares_tool_calls_through_the_digests() -> None:
     from kiln_verify.openenv.collect.engine import same_start
-    from kiln_verify.openenv.records.rollout import ChatMessage
+    from kiln_verify.records import ChatMessage
 
     reset = ObservationRecord.from_wire(WIRE[0])
 

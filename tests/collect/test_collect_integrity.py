@@ -14,10 +14,10 @@ from kiln_verify.openenv.collect import engine
 from kiln_verify.openenv.collect.engine import _check_integrity
 from kiln_verify.openenv.collect.episode import EpisodeResult
 from kiln_verify.openenv.collect.plan import GroupPlan
-from kiln_verify.openenv.records.common import ObservationRecord
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.prompt import initial_messages
-from kiln_verify.openenv.records.rollout import ChatMessage
 from kiln_verify.openenv.records.serialize import messages_sha256, reset_observation_sha256
+from kiln_verify.records import ChatMessage
 from oracle.runner import ServerHandle
 from tests.collect.contexts import environment_context
 from tests.collect.test_collect_fastpaths import OBSERVATIONS, _record

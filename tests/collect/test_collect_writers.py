@@ -30,11 +30,8 @@ from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_JSON_DEPTH
 from kiln_verify.openenv.collect.plan import _SIZER, RetainedBudget, _may_differ
 from kiln_verify.openenv.records import writefast
-from kiln_verify.openenv.records.common import (
-    EnvironmentInspection,
-    ObservationRecord,
-    ProtocolErrorRecord,
-)
+from kiln_verify.openenv.records.environment import EnvironmentInspection
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import (
     REPLAY_SCHEMA,
     ObservationResult,

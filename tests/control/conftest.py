@@ -9,9 +9,10 @@ import httpx
 import pytest
 
 from kiln_verify.server.runner import ServerHandle
+from kiln_verify.testing.serve import ServeProcess
 from oracle.runner import ServerConfig, start_server, start_servers
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import ServeProcess, control_server
+from tests.control.support import control_server
 
 
 @pytest.fixture(scope="session")

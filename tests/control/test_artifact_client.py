@@ -23,8 +23,9 @@ from kiln_verify.control.client import ControlClient
 from kiln_verify.control.download import download_artifact
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.verify import verify_bundle
+from kiln_verify.testing.serve import ServeProcess
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import ServeProcess, run_to_end, small_request
+from tests.control.support import run_to_end, small_request
 from tests.control.tamper import TamperProxy, tamper_proxy
 
 FILES = {

@@ -16,8 +16,9 @@ from typer.testing import CliRunner, Result
 
 from kiln_verify.cli import app
 from kiln_verify.limits import MAX_CONTROL_REQUEST_BYTES
+from kiln_verify.testing.serve import ServeProcess
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import ServeProcess, small_request
+from tests.control.support import small_request
 
 runner = CliRunner()
 

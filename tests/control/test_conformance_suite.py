@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from kiln_verify.testing.serve import ServeProcess
 from pytest_kiln.control.inventory import CONTROL_CASES
 from pytest_kiln.report import REPORT_FORMAT
-from tests.control.support import ServeProcess
 from tests.control.tamper import tamper_proxy
 
 pytest_plugins = ["pytester"]

@@ -17,7 +17,7 @@ from kiln_verify.control.schema_export import SCHEMA_PATH, build_schema, main, s
 from kiln_verify.control.status import RUN_SCHEMA, OpenEnvRunStatus, RunAdmission, RunProgress
 from kiln_verify.errors import ApiIdempotencyKeyInvalid, ApiRequestInvalid, ApiUrlInvalid
 from kiln_verify.limits import MAX_FAILURE_MESSAGE_BYTES, MAX_IDEMPOTENCY_KEY_BYTES
-from kiln_verify.openenv.records.common import validate_record
+from kiln_verify.records import validate_record
 
 URL = "http://127.0.0.1:9000"
 KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"

@@ -18,7 +18,7 @@ from kiln_verify.core.jsonfast import numbers_suspicious
 from kiln_verify.core.jsonio import dumps_canonical, loads, loads_strict
 from kiln_verify.core.jsonstream import iter_members
 from kiln_verify.errors import KilnError
-from kiln_verify.openenv.records.common import ObservationRecord
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.summary import RolloutRecord
 from tests.core.test_json_properties import typed
 

@@ -18,7 +18,7 @@ from kiln_verify.hf.export import ModelSnapshot
 from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
 from kiln_verify.hf.manifest.grpo import TokenizerIdentity, rollout_provenance
 from kiln_verify.openenv.policy.base import PolicyRequest
-from kiln_verify.openenv.records.common import BehaviorPolicyIdentity
+from kiln_verify.records import BehaviorPolicyIdentity
 
 PROMPTS = (
     [{"role": "user", "content": "pull the arm"}],

@@ -28,8 +28,7 @@ from kiln_verify.hf.manifest import (
     read_sft_ingestion,
     rollout_provenance,
 )
-from kiln_verify.openenv.policy.base import SamplingParameters, TokenProvenance
-from kiln_verify.openenv.records.common import BehaviorPolicyIdentity
+from kiln_verify.records import BehaviorPolicyIdentity, SamplingParameters, TokenProvenance
 from tests.hf import fixtures
 
 Reader = Callable[..., Any]

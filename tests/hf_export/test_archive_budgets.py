@@ -30,6 +30,7 @@ from kiln_verify.core import safe_tar
 from kiln_verify.core.digest import identify
 from kiln_verify.core.safe_tar import ArchiveLimits, MemberRules, extract_tar_gz
 from kiln_verify.errors import KilnError
+from kiln_verify.hf.bundle_files import EXPORT_FILES, RESULT_FILES
 from kiln_verify.hf.envelope import (
     _CAPS,
     IMPORT_ARCHIVE_LIMITS,
@@ -38,7 +39,7 @@ from kiln_verify.hf.envelope import (
     write_envelope_archive,
 )
 from kiln_verify.hf.manifest import FileIdentity, document_bytes, read_export
-from kiln_verify.hf.verify import EXPORT_FILES, RESULT_FILES, bundle_rules, verify_path
+from kiln_verify.hf.verify import bundle_rules, verify_path
 from kiln_verify.limits import MAX_IMPORT_ARTIFACT_BYTES
 from tests.hf_export.archive_kit import Member, bundle_members, tar_gz
 from tests.hf_export.kit import complete_bundle

@@ -20,12 +20,13 @@ from kiln_verify.errors import (
     PathSymlink,
     UsageError,
 )
+from kiln_verify.hf.bundle_files import RESULT_FILES
 from kiln_verify.hf.manifest import (
     FileIdentity,
     document_bytes,
     read_export,
 )
-from kiln_verify.hf.verify import RESULT_FILES, verify_path
+from kiln_verify.hf.verify import verify_path
 from tests.hf_export.kit import complete_bundle
 
 

@@ -21,6 +21,7 @@ from kiln_verify.core.digest import ArtifactIdentity
 from kiln_verify.core.digest import verify as digest_verify
 from kiln_verify.errors import KilnError
 from kiln_verify.hf import verify as hf_verify
+from kiln_verify.hf.bundle_files import read_identified
 from kiln_verify.hf.verify import verify_path
 
 
@@ -76,9 +77,9 @@ def test_read_identified_reads_once(exported: Path, tmp_path: Path) -> None:
     bundle = Path(shutil.copytree(exported, tmp_path / "b.kiln-hf"))
     export = read_export((bundle / "kiln_hf_export.json").read_bytes())
     ident = export.model.trl_training_chat_template
-    data = hf_verify.read_identified(str(bundle), ident, 1 << 20)
+    data = read_identified(str(bundle), ident, 1 << 20)
     assert data == (bundle / "training_chat_template.jinja").read_bytes()
     _replace(bundle / "training_chat_template.jinja", data + b" ")
     with pytest.raises(KilnError) as caught:
-        hf_verify.read_identified(str(bundle), ident, 1 << 20)
+        read_identified(str(bundle), ident, 1 << 20)
     assert caught.value.code == "digest_mismatch"

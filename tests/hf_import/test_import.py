@@ -292,7 +292,7 @@ def test_a_registry_without_its_parent_is_refused(completed: Completed, tmp_path
 def test_an_untrained_bundle_says_to_run_train_py_first(
     completed: Completed, bundle_copy: Path, tmp_path: Path
 ) -> None:
-    from kiln_verify.hf.verify import RESULT_FILES
+    from kiln_verify.hf.bundle_files import RESULT_FILES
 
     for name in RESULT_FILES:
         (bundle_copy / name).unlink()

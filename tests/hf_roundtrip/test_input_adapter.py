@@ -12,8 +12,9 @@ import pytest
 
 from kiln_verify.core.digest import hash_file
 from kiln_verify.hf.export import export_grpo, export_sft
+from kiln_verify.hf.grpo_scan import behaviour_adapter
 from kiln_verify.hf.manifest import FileIdentity, read_result
-from kiln_verify.hf.verify import behaviour_adapter, verify_path
+from kiln_verify.hf.verify import verify_path
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
 from tests.hf_export.conftest import ROWS
 

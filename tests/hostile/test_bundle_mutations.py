@@ -2,7 +2,7 @@
 
 Mutations are generated programmatically from two valid bundles (the records package's
 reference-example bundle and a synthetic 5x2 bundle covering every termination, see
-tests/verify/bundles.py). JSON-level mutations of the corpus or the replay are "rebound"
+kiln_verify/testing/bundles.py). JSON-level mutations of the corpus or the replay are "rebound"
 (the summary's and replay's digests recomputed over the mutated bytes) so that they reach
 the semantic checks instead of stopping at the digest comparison; byte flips and
 truncations are not rebound and must stop at the digest.
@@ -45,14 +45,14 @@ from kiln_verify.openenv.records.prompt import (
 from kiln_verify.openenv.records.rollout import TURN_BREAK
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.tails import TailRules
-from tests.verify.bundles import (
+from kiln_verify.testing.bundles import (
     DATASET,
     EVERY_TAIL,
     REPLAY,
     SUMMARY,
     build_bundle,
-    write_fixture_bundle,
 )
+from tests.records.fixtures import write_fixture_bundle
 
 BUNDLE_SEMANTIC = frozenset(
     {

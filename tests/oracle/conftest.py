@@ -9,23 +9,21 @@ import pytest
 
 from oracle.base import Environment
 from oracle.runner import ServerConfig, ServerHandle, start_server
+from pytest_kiln.fixtures import OracleFactory
 from tests.oracle.serverkit import Start, TinyEnvironment
 
 
 @pytest.fixture
-def start() -> Iterator[Start]:
-    """`start(environment=TinyEnvironment, **ServerConfig fields)`; all stopped afterwards."""
-    handles: list[ServerHandle] = []
+def start(openenv_oracle: OracleFactory) -> Start:
+    """`start(environment=TinyEnvironment, **ServerConfig fields)`: the framework tests serve
+    throwaway `Environment` classes, so the class comes first; the plugin's `openenv_oracle`
+    starts the server and stops it after the test."""
 
     def _start(environment: type[Environment] = TinyEnvironment, **kwargs: Any) -> ServerHandle:
         name = kwargs.pop("name", environment.server_name)
-        handle = start_server(ServerConfig(name, environment=environment, **kwargs))
-        handles.append(handle)
-        return handle
+        return openenv_oracle(name, environment=environment, **kwargs)
 
-    yield _start
-    for handle in handles:
-        handle.stop()
+    return _start
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_kiln.cases import CASES, Level
+from pytest_kiln.fixtures import OracleFactory
 from tests.plugin.kilnkit import CONFORMANCE, load_report, verdicts
 
 pytest_plugins = ["pytester"]
@@ -23,10 +24,10 @@ def _assert_token_absent(result: pytest.RunResult, report: dict[str, Any], raw: 
 
 
 def test_bearer_server_conforms_with_the_credential(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, fault_server: Any
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, openenv_oracle: OracleFactory
 ) -> None:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    handle = fault_server("counter", [f"require-bearer={TOKEN_ENV}"])
+    handle = openenv_oracle("counter", faults=[f"require-bearer={TOKEN_ENV}"])
     path = pytester.path / "bearer.json"
     result = pytester.runpytest_subprocess(
         "-p",
@@ -55,10 +56,10 @@ def test_bearer_server_conforms_with_the_credential(
 
 
 def test_bearer_server_without_the_credential_fails(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, fault_server: Any
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, openenv_oracle: OracleFactory
 ) -> None:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    handle = fault_server("counter", [f"require-bearer={TOKEN_ENV}"])
+    handle = openenv_oracle("counter", faults=[f"require-bearer={TOKEN_ENV}"])
     path = pytester.path / "anonymous.json"
     result = pytester.runpytest_subprocess(
         "-p",

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from pytest_kiln.cases import CASES, CASES_BY_ID, Level, Verdict, run_case
+from pytest_kiln.fixtures import OracleFactory
 from tests.plugin.kilnkit import CONFORMANCE, load_report
 
 pytest_plugins = ["pytester"]
@@ -53,8 +52,8 @@ def test_the_probe_from_the_ini_file(pytester: pytest.Pytester) -> None:
     assert row["measurements"]["capacity_probe"] == 1
 
 
-def test_default_probe_reaches_the_oracle_default(fault_server: Any) -> None:
-    handle = fault_server("counter", [])  # 64 sessions, the oracle's default
+def test_default_probe_reaches_the_oracle_default(openenv_oracle: OracleFactory) -> None:
+    handle = openenv_oracle("counter")  # 64 sessions, the oracle's default
     result = run_case(CASES_BY_ID["capacity.capacity-reached"], handle.base_url)
     assert result.verdict is Verdict.OK, result
     assert result.detail == "CAPACITY_REACHED at session 65 (64 admitted, max 64)"
@@ -62,8 +61,8 @@ def test_default_probe_reaches_the_oracle_default(fault_server: Any) -> None:
                                    "max_sessions": 64}
 
 
-def test_slot_release_is_measured_on_a_one_session_server(fault_server: Any) -> None:
-    handle = fault_server("bandit", [], max_sessions=1)
+def test_slot_release_is_measured_on_a_one_session_server(openenv_oracle: OracleFactory) -> None:
+    handle = openenv_oracle("bandit", max_sessions=1)
     case = CASES_BY_ID["capacity.slot-release"]
     assert case.level is Level.SHOULD
     result = run_case(case, handle.base_url)
@@ -74,14 +73,14 @@ def test_slot_release_is_measured_on_a_one_session_server(fault_server: Any) -> 
     assert handle.active_sessions == 0
 
 
-def test_a_slot_still_held_is_waited_for_not_failed(fault_server: Any) -> None:
+def test_a_slot_still_held_is_waited_for_not_failed(openenv_oracle: OracleFactory) -> None:
     """A step in flight holds the only slot after its client left (delay-step); the next
     case waits for the server to give it back instead of failing on CAPACITY_REACHED."""
     import asyncio
 
     from websockets.asyncio.client import connect
 
-    handle = fault_server("counter", ["delay-step=0.8"], max_sessions=1)
+    handle = openenv_oracle("counter", faults=["delay-step=0.8"], max_sessions=1)
 
     async def leave_mid_step() -> None:
         async with connect(handle.ws_url, proxy=None) as ws:
@@ -98,8 +97,8 @@ def test_a_slot_still_held_is_waited_for_not_failed(fault_server: Any) -> None:
 
 
 def test_spurious_capacity_refusals_fail_no_must_case(pytester: pytest.Pytester,
-                                                      fault_server: Any) -> None:
-    flaky = fault_server("bandit", ["flaky-capacity=2"])  # every second session is refused
+                                                      openenv_oracle: OracleFactory) -> None:
+    flaky = openenv_oracle("bandit", faults=["flaky-capacity=2"])  # every second session is refused
     report = pytester.path / "flaky.json"
     result = pytester.runpytest_subprocess(
         "-p", "kiln", "--kiln-openenv-url", flaky.base_url, "--kiln-report", str(report),

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pytest_kiln.cases import CASES, CASES_BY_ID, Level, Verdict, run_case
+from pytest_kiln.fixtures import OracleFactory
 from pytest_kiln.report import REPORT_FORMAT
 from tests.plugin.kilnkit import CONFORMANCE, load_report, verdicts
 
@@ -122,10 +122,12 @@ def test_full_inventory_has_no_failed_must(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*0 NON-STRICT, 0 FAILED*"])
 
 
-def test_fault_profiles_fail_the_right_cases(pytester: pytest.Pytester, fault_server: Any) -> None:
-    binary = fault_server("bandit", ["binary-frame"])
-    wrong = fault_server("counter", ["wrong-response-type"])
-    nondet = fault_server("bandit", ["nondeterministic-reset"])
+def test_fault_profiles_fail_the_right_cases(
+    pytester: pytest.Pytester, openenv_oracle: OracleFactory
+) -> None:
+    binary = openenv_oracle("bandit", faults=["binary-frame"])
+    wrong = openenv_oracle("counter", faults=["wrong-response-type"])
+    nondet = openenv_oracle("bandit", faults=["nondeterministic-reset"])
     report = pytester.path / "faults.json"
     result = pytester.runpytest_subprocess(
         "-p",
@@ -160,8 +162,8 @@ def test_fault_profiles_fail_the_right_cases(pytester: pytest.Pytester, fault_se
     result.stdout.fnmatch_lines(["*kiln conformance: * OK, * NON-STRICT, 4 FAILED*"])
 
 
-def test_capacity_case_against_a_one_session_server(fault_server: Any) -> None:
-    handle = fault_server("counter", [], max_sessions=1)
+def test_capacity_case_against_a_one_session_server(openenv_oracle: OracleFactory) -> None:
+    handle = openenv_oracle("counter", max_sessions=1)
     result = run_case(CASES_BY_ID["capacity.capacity-reached"], handle.base_url)
     assert result.verdict is Verdict.OK, result
     assert "max 1" in result.detail

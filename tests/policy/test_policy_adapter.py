@@ -17,9 +17,10 @@ pytest.importorskip("peft")
 from kiln_verify.core.digest import hash_file
 from kiln_verify.errors import KilnError
 from kiln_verify.hf.digests import adapter_content_revision
-from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest, TokenProvenance
+from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.policy.transformers_policy import TransformersPolicy
+from kiln_verify.records import TokenProvenance
 from tests.policy.lora_adapter import build_lora_adapter
 from tests.policy.tiny_model import build_tiny_model
 

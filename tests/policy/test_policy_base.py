@@ -25,13 +25,12 @@ from kiln_verify.openenv.policy.base import (
     BehaviorPolicyIdentity,
     Policy,
     PolicyRequest,
-    SamplingParameters,
-    TokenProvenance,
     generation_seed,
 )
 from kiln_verify.openenv.policy.random_policy import RandomPolicy, random_action
 from kiln_verify.openenv.policy.registry import build_policy, parse_policy_options
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
+from kiln_verify.records import SamplingParameters, TokenProvenance
 
 MASK = (1 << 64) - 1
 

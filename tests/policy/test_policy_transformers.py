@@ -10,14 +10,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from kiln_verify.openenv.policy.base import (
-    ZERO_CLOCK,
-    PolicyRequest,
-    PolicyResponse,
-    TokenProvenance,
-)
+from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest, PolicyResponse
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.policy.transformers_policy import TransformersPolicy
+from kiln_verify.records import TokenProvenance
 from tests.policy.tiny_model import build_tiny_model
 
 MESSAGES = [{"role": "system", "content": "act"}, {"role": "user", "content": "pick an arm"}]

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from kiln_verify.core.digest import canonical_digest, sha256_bytes
 from kiln_verify.openenv.records import serialize
-from kiln_verify.openenv.records.common import (
-    EnvironmentInspection,
-    ObservationRecord,
-    ProtocolErrorRecord,
-)
+from kiln_verify.openenv.records.environment import EnvironmentInspection
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.prompt import (
     initial_messages,
     observation_content,
@@ -20,6 +18,7 @@ from kiln_verify.openenv.records.prompt import (
 from kiln_verify.openenv.records.replay import ReplayManifest
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import RolloutSummary
+from kiln_verify.testing.bundles import DATASET, REPLAY, SUMMARY, Bundle
 
 D = "sha256:" + "d" * 64
 ACTION_SCHEMA: dict[str, Any] = {
@@ -242,3 +241,13 @@ def replay_file(dataset: bytes | None = None) -> bytes:
 
 def summary_file() -> bytes:
     return serialize.summary_bytes(RolloutSummary.from_json(summary_json()))
+
+
+def write_fixture_bundle(directory: Path) -> Bundle:
+    """This module's reference-example bundle, as the three files of a bundle."""
+    directory.mkdir(parents=True, exist_ok=True)
+    dataset = dataset_file()
+    (directory / DATASET).write_bytes(dataset)
+    (directory / REPLAY).write_bytes(replay_file(dataset))
+    (directory / SUMMARY).write_bytes(summary_file())
+    return Bundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)

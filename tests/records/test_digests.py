@@ -12,9 +12,9 @@ import pytest
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.identity import DiscoveryDocuments
 from kiln_verify.openenv.records import serialize
-from kiln_verify.openenv.records.common import ObservationRecord
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.replay import ReplayManifest
-from kiln_verify.openenv.records.rollout import ChatMessage
+from kiln_verify.records import ChatMessage
 from tests.records import fixtures
 
 

@@ -17,21 +17,19 @@ from hypothesis import strategies as st
 from kiln_verify.core.jsonio import dumps_compact, loads
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.records import (
-    common,
+    environment,
     evaluation,
+    observation,
     replay,
     reports,
     rollout,
     serialize,
     summary,
 )
-from kiln_verify.openenv.records.common import (
+from kiln_verify.openenv.records.observation import (
     ObservationRecord,
     ProtocolErrorCode,
     ProtocolErrorRecord,
-    Record,
-    bits_equal,
-    sort_keys,
 )
 from kiln_verify.openenv.records.prompt import (
     observation_content,
@@ -40,8 +38,9 @@ from kiln_verify.openenv.records.prompt import (
 )
 from kiln_verify.openenv.records.replay import ReplayCandidate
 from kiln_verify.openenv.wire import Reward
+from kiln_verify.records import Record, bits_equal, chat, policy, sort_keys
 
-_MODULES = (common, evaluation, replay, reports, rollout, summary)
+_MODULES = (chat, policy, environment, observation, evaluation, replay, reports, rollout, summary)
 
 _floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
     [0.0, -0.0, math.nan, -math.nan, struct.unpack("<d", b"\x01\x00\x00\x00\x00\x00\xf8\x7f")[0]]

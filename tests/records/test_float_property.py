@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiln_verify.openenv.records import serialize
-from kiln_verify.openenv.records.common import bits_equal
 from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
+from kiln_verify.records import bits_equal
 from tests.records import fixtures
 
 _BASE = fixtures.summary_json()

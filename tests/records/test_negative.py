@@ -12,12 +12,13 @@ import pytest
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.records import serialize
 from kiln_verify.openenv.records.replay import read_replay
-from kiln_verify.openenv.records.rollout import TurnSegment, iter_rollout_lines
+from kiln_verify.openenv.records.rollout import iter_rollout_lines
 from kiln_verify.openenv.records.summary import (
     RolloutSummary,
     read_summary,
     relabel_as_v2,
 )
+from kiln_verify.records import TurnSegment
 from tests.records import fixtures
 
 

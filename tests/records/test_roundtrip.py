@@ -10,12 +10,9 @@ import pytest
 from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.jsonio import dumps_compact
 from kiln_verify.openenv.records import serialize
-from kiln_verify.openenv.records.common import (
-    EnvironmentIdentityRecord,
-    ObservationRecord,
-    ProtocolErrorRecord,
-)
+from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
 from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ReplayManifest, read_replay
 from kiln_verify.openenv.records.reports import (
     ArtifactDownloadReceipt,

@@ -1,9 +1,12 @@
-"""Oracle servers, a collection helper and a same-port restart for the replay tests."""
+"""A collection helper and a same-port restart for the replay tests.
+
+Servers come from ``start`` (the plugin's ``openenv_oracle``, tests/conftest.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +16,10 @@ from kiln_verify.openenv.collect import CollectionControls, run_collection
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
-from oracle.runner import ServerConfig, ServerHandle, start_server
+from oracle.runner import ServerHandle
 
 Start = Callable[..., ServerHandle]
 Restart = Callable[..., ServerHandle]
-
-
-@pytest.fixture
-def start() -> Iterator[Start]:
-    handles: list[ServerHandle] = []
-
-    def _start(name: str = "bandit", **kwargs: Any) -> ServerHandle:
-        handle = start_server(ServerConfig(name, **kwargs))
-        handles.append(handle)
-        return handle
-
-    yield _start
-    for handle in handles:
-        handle.stop()
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from kiln_verify.errors import RecordInvalid
-from kiln_verify.openenv.records.common import validate_record
 from kiln_verify.openenv.records.reports import EnvironmentRemap, ReplayRunReport
 from kiln_verify.openenv.records.serialize import report_bytes
+from kiln_verify.records import validate_record
 
 DIGEST = "sha256:" + "ab" * 32
 PLAIN: dict[str, Any] = {

@@ -11,8 +11,8 @@ import pytest
 
 from kiln_verify.openenv.evaluate import evaluate_bundles
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
+from kiln_verify.testing.bundles import Bundle, build_bundle
 from tests.report.chromium import Chromium, find_chromium
-from tests.verify.bundles import Bundle, build_bundle
 
 HOSTILE = (
     "<script>document.title='PWNED'</script>"

@@ -14,8 +14,8 @@ from kiln_verify.report import engine
 from kiln_verify.report.bundle_facts import gather
 from kiln_verify.report.document import fmt
 from kiln_verify.report.evaluation import load_evaluation
+from kiln_verify.testing.bundles import Bundle
 from tests.report.chromium import Chromium, PageVisit, ink_fraction
-from tests.verify.bundles import Bundle
 
 PROBES = {
     "active": "document.querySelectorAll('script,img,iframe,object,embed,link').length",

@@ -16,8 +16,8 @@ from kiln_verify.openenv.verify.stats import compute_stats
 from kiln_verify.report import engine
 from kiln_verify.report.bundle_facts import gather
 from kiln_verify.report.document import fmt
+from kiln_verify.testing.bundles import Bundle, build_bundle
 from tests.report.pages import chart_tables, elements
-from tests.verify.bundles import Bundle, build_bundle
 
 GOLDEN_HTML = "sha256:c625a9232159c698de12299112f0110bf488d19b64c82470ba57ea1b553de921"
 """The HTML report of ``build_bundle(groups=10, group_size=3)``: a change to the page, the

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.report import engine
-from tests.verify.bundles import Bundle
+from kiln_verify.testing.bundles import Bundle
 
 
 def _report(*args: str) -> tuple[int, str]:

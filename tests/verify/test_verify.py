@@ -27,7 +27,8 @@ from kiln_verify.openenv.records.serialize import report_bytes
 from kiln_verify.openenv.records.summary import read_summary, relabel_as_v2
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.candidates import parse_action_text
-from tests.verify.bundles import Bundle, build_bundle, write_fixture_bundle
+from kiln_verify.testing.bundles import Bundle, build_bundle
+from tests.records.fixtures import write_fixture_bundle
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import verify_throughput
 from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES, MAX_OPENENV_REPLAY_BYTES
-from tests.verify.bundles import build_bundle
+from kiln_verify.testing.bundles import build_bundle
 
 
 def test_verify_throughput_smoke(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.verify.bundles import build_bundle
+from kiln_verify.testing.bundles import build_bundle
 
 _PROBE = """
 import json, sys

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.verify.bundles import build_bundle
+from kiln_verify.testing.bundles import build_bundle
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,7 @@ from kiln_verify.core.jsonio import dumps_pretty
 from kiln_verify.errors import PathMissing, PathSymlink
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.files import resolve_bundle_path
-from tests.verify.bundles import DATASET, REPLAY, SUMMARY, Bundle, build_bundle
+from kiln_verify.testing.bundles import DATASET, REPLAY, SUMMARY, Bundle, build_bundle
 
 
 @pytest.fixture

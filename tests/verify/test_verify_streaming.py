@@ -11,7 +11,7 @@ import pytest
 
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.verify import verify_bundle
-from tests.verify.bundles import Bundle, build_bundle
+from kiln_verify.testing.bundles import Bundle, build_bundle
 
 
 def _rewrite_replay(bundle: Bundle, document: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ import pytest
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.streams import SummaryScan
-from tests.verify.bundles import build_bundle
+from kiln_verify.testing.bundles import build_bundle
 
 _CHANGED = "the summary changed while it was being read"
 

@@ -27,7 +27,7 @@ from kiln_verify.errors import KilnError
 from kiln_verify.openenv.replay import engine as replay_engine
 from kiln_verify.openenv.verify import streams, verify_bundle, verify_bundle_digests
 from kiln_verify.openenv.verify.files import open_hashed
-from tests.verify.bundles import Bundle, build_bundle
+from kiln_verify.testing.bundles import Bundle, build_bundle
 
 
 def _header_last(bundle: Bundle) -> None:

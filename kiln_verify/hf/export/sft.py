@@ -31,8 +31,7 @@ from kiln_verify.hf.digests import kept_corpus_digest, sft_parsed_row_digest, sf
 from kiln_verify.hf.manifest import RejectedRow, SftIngestionReceipt
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy, RejectionReason, SftSource
 from kiln_verify.limits import MAX_SFT_DATASET_BYTES, MAX_SFT_ROW_BYTES
-from kiln_verify.openenv.records.common import Record, validate_record
-from kiln_verify.openenv.records.rollout import ChatMessage
+from kiln_verify.records import ChatMessage, Record, validate_record
 
 __all__ = [
     "VALID_ROLES",

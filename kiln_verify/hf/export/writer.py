@@ -35,6 +35,7 @@ from kiln_verify.errors import (
     TargetExists,
     UsageError,
 )
+from kiln_verify.hf.bundle_files import ARCHIVE_SUFFIX, BUNDLE_SUFFIX, EXPORT_MANIFEST
 from kiln_verify.hf.export.model_dir import ModelSnapshot
 from kiln_verify.hf.export.sft import ingest_sft_file, token_checker
 from kiln_verify.hf.export.template import (
@@ -43,6 +44,7 @@ from kiln_verify.hf.export.template import (
     has_generation_blocks,
     native_training_template,
 )
+from kiln_verify.hf.grpo_scan import GrpoBinding, behaviour_adapter, scan_grpo_corpus
 from kiln_verify.hf.manifest import (
     ExecutionProvenance,
     ExportManifest,
@@ -53,17 +55,7 @@ from kiln_verify.hf.manifest import (
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
 from kiln_verify.hf.replay import TokenReplay
 from kiln_verify.hf.runner import environment_lock, reference_script
-from kiln_verify.hf.verify import (
-    ARCHIVE_SUFFIX,
-    BUNDLE_SUFFIX,
-    EXPORT_MANIFEST,
-    BundleReport,
-    GrpoBinding,
-    behaviour_adapter,
-    scan_grpo_corpus,
-    verify_archive,
-    verify_bundle,
-)
+from kiln_verify.hf.verify import BundleReport, verify_archive, verify_bundle
 from kiln_verify.limits import (
     MAX_ADAPTER_CONFIG_BYTES,
     MAX_CHAT_TEMPLATE_BYTES,

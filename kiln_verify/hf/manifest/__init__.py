@@ -15,8 +15,9 @@ module                  contents
 ``read``                strict byte readers (version check, shape, self-digest)
 ======================  ==============================================================
 
-All records derive from :class:`kiln_verify.openenv.records.common.Record`: unknown keys
-refused, frozen, Kiln's struct field order, optional fields omitted rather than ``null``.
+All records derive from :class:`kiln_verify.records.Record` (the base the OpenEnv records
+share; nothing here imports :mod:`kiln_verify.openenv`): unknown keys refused, frozen,
+Kiln's struct field order, optional fields omitted rather than ``null``.
 Write a document with :func:`document_bytes` (pretty JSON + LF) or, for GRPO rows,
 :func:`grpo_row_bytes` (compact + LF).
 """
@@ -91,7 +92,7 @@ from kiln_verify.hf.manifest.shards import (
     BaseWeightShard,
     BaseWeightShardManifest,
 )
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = [
     "BASE_WEIGHT_SHARDS",

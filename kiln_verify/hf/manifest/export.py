@@ -18,7 +18,7 @@ from kiln_verify.hf.manifest.fields import (
 from kiln_verify.hf.manifest.provenance import ExecutionProvenance
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
 from kiln_verify.hf.manifest.shards import BaseWeightShardManifest
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = [
     "EXPORT_MANIFEST",

@@ -1,10 +1,10 @@
 """Field types shared by the HF/TRL records (kiln-hf-trl-contract §4, §5.2).
 
-The records reuse the OpenEnv :class:`~kiln_verify.openenv.records.common.Record` base
-(closed, frozen, struct-ordered, omitted-not-null optional fields, ``record_invalid`` with
-a JSON path). This module adds what the HF/TRL documents need on top: the 512-byte bounded
-text, file identities with the artifact path rules, fixed bundle paths, the
-document-version pre-check and self-digest sealing.
+The records use the shared :class:`~kiln_verify.records.Record` base (closed, frozen,
+struct-ordered, omitted-not-null optional fields, ``record_invalid`` with a JSON path).
+This module adds what the HF/TRL documents need on top: the 512-byte bounded text, file
+identities with the artifact path rules, fixed bundle paths, the document-version
+pre-check and self-digest sealing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from kiln_verify.core.digest import ArtifactIdentity, Sha256Digest, self_digest
 from kiln_verify.core.paths import validate_relative_path
 from kiln_verify.errors import DigestMismatch, KilnError, RecordSchemaUnsupported
 from kiln_verify.limits import MAX_ARTIFACT_PATH_BYTES, MAX_HF_TEXT_BYTES
-from kiln_verify.openenv.records.common import Record, Sha256
+from kiln_verify.records import Record, Sha256
 
 __all__ = [
     "U32",

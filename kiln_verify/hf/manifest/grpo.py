@@ -1,9 +1,9 @@
 """Recorded-GRPO rows: ``GrpoGroup`` with ``kiln.rollout-provenance.v1`` (§4.7).
 
-A GRPO row has the shape of the OpenEnv corpus line
-(:class:`kiln_verify.openenv.records.rollout.AgenticGroup`): the prompt ``messages`` and a
-list of scored ``completions``. It reuses that module's :class:`ChatMessage` and
-:class:`TurnSegment` and the shared :class:`BehaviorPolicyIdentity`, but has its own
+A GRPO row has the shape of the OpenEnv corpus line (``AgenticGroup`` of
+``kiln_verify.openenv.records.rollout``): the prompt ``messages`` and a list of scored
+``completions``. It uses the same :class:`ChatMessage`, :class:`TurnSegment` and
+:class:`BehaviorPolicyIdentity` (all from :mod:`kiln_verify.records`), but has its own
 completion type: an OpenEnv completion requires ``openenv`` environment provenance and
 refuses Kiln's token-level ``provenance`` key, whereas an HF/TRL completion is exactly the
 opposite (``provenance`` required, no ``openenv``; the trajectory is optional and omitted
@@ -42,15 +42,17 @@ from kiln_verify.limits import (
     MAX_TEMPLATE_INVOCATION_BYTES,
     MAX_TEMPLATE_ITEMS,
 )
-from kiln_verify.openenv.policy.base import MAX_LOGPROB, TokenProvenance
-from kiln_verify.openenv.records.common import (
+from kiln_verify.records import (
+    MAX_LOGPROB,
     BehaviorPolicyIdentity,
+    ChatMessage,
     FreeJson,
     FreeObject,
     Record,
+    TokenProvenance,
+    TurnSegment,
     sort_keys,
 )
-from kiln_verify.openenv.records.rollout import ChatMessage, TurnSegment
 
 __all__ = [
     "F32",
@@ -341,7 +343,7 @@ def rollout_provenance(
     tool_choice: Any = None,
     thinking_budget: ThinkingBudget | None = None,
 ) -> RolloutProvenance:
-    """Build the record from a :class:`~kiln_verify.openenv.policy.base.TokenProvenance`.
+    """Build the record from a :class:`~kiln_verify.records.TokenProvenance`.
 
     The policy knows the tokens, sampling and seed of one generation; the caller supplies
     what the row adds: the group messages and completion text/trajectory (for the two

@@ -10,7 +10,7 @@ from kiln_verify.hf.manifest.export import ExportManifest, ExportModel, Task
 from kiln_verify.hf.manifest.fields import BoundedText, SealedDocument, Sha256, bounded_text
 from kiln_verify.hf.manifest.shards import BaseWeightShardManifest
 from kiln_verify.limits import MAX_HF_TEXT_BYTES
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = ["IMPORT_RECEIPT", "ImportReceipt", "ResidentModelIdentity"]
 

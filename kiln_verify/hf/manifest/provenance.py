@@ -26,12 +26,12 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import Field, PlainSerializer, StrictBool, model_validator
 
-import kiln_verify
+from kiln_verify._version import __version__
 from kiln_verify.core.digest import Sha256Digest, canonical_digest, hash_file, sha256_bytes
 from kiln_verify.core.jsonio import dumps_compact
 from kiln_verify.hf.manifest.fields import BoundedText, Sha256
 from kiln_verify.limits import MAX_KERNEL_VERSIONS, MAX_MODEL_FILE_BYTES
-from kiln_verify.openenv.records.common import Record, sort_keys
+from kiln_verify.records import Record, sort_keys
 
 __all__ = [
     "EXECUTION_PROVENANCE",
@@ -173,7 +173,7 @@ class ExecutionProvenance(Record):
                 numerical_runtime_sha256=str(canonical_digest(host)),
             ),
             build=BuildProvenance(
-                package_version=kiln_verify.__version__,
+                package_version=__version__,
                 target=sysconfig.get_platform(),
                 executable_sha256=str(executable.sha256),
             ),
@@ -182,7 +182,7 @@ class ExecutionProvenance(Record):
                 inference_dtype=inference_dtype, training_policy=training_policy
             ),
             kernels=KernelContract.create(
-                {"kiln-verify": kiln_verify.__version__, "python": python}, []
+                {"kiln-verify": __version__, "python": python}, []
             ),
             configuration=ConfigurationProvenance(
                 effective_server_config_sha256=str(canonical_digest({})),

@@ -18,7 +18,7 @@ from kiln_verify.hf.manifest.import_receipt import ImportReceipt
 from kiln_verify.hf.manifest.result import TrainingResult
 from kiln_verify.hf.manifest.sft import SFT_INGESTION, SftIngestionReceipt
 from kiln_verify.limits import MAX_MANIFEST_BYTES
-from kiln_verify.openenv.records.common import validate_record
+from kiln_verify.records import validate_record
 
 __all__ = [
     "parse_grpo_group",

@@ -28,7 +28,7 @@ from kiln_verify.limits import (
     MAX_EFFECTIVE_CONFIG_ENTRIES,
     MAX_HF_TEXT_BYTES,
 )
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = [
     "RESULT_MANIFEST",

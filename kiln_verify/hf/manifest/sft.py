@@ -14,7 +14,7 @@ from typing import Final, Literal, Self
 from pydantic import Field, StrictStr, model_validator
 
 from kiln_verify.hf.manifest.fields import U64, PositiveU64, Sha256
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = [
     "SFT_INGESTION",

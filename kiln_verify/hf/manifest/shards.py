@@ -18,7 +18,7 @@ from pydantic import Field, StrictStr, model_validator
 from kiln_verify.core.digest import Sha256Digest, base_model_aggregate
 from kiln_verify.hf.manifest.fields import U64, PositiveU64, Sha256
 from kiln_verify.limits import MAX_BASE_SHARDS
-from kiln_verify.openenv.records.common import Record
+from kiln_verify.records import Record
 
 __all__ = [
     "BASE_MODEL_CONTENT",

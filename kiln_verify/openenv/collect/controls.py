@@ -40,7 +40,7 @@ from kiln_verify.limits import (
     MAX_ROLLOUTS,
     MAX_STEPS,
 )
-from kiln_verify.openenv.records.common import I64_MAX
+from kiln_verify.records import I64_MAX
 
 __all__ = [
     "DEFAULT_DATASET",

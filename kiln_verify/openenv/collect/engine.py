@@ -33,16 +33,14 @@ from kiln_verify.openenv.collect.groupcheck import GroupCheck, different_reset
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
 from kiln_verify.openenv.identity import compare_identities
 from kiln_verify.openenv.policy.base import Policy
-from kiln_verify.openenv.records.common import (
-    BehaviorPolicyIdentity,
+from kiln_verify.openenv.records.environment import (
     EnvironmentIdentityRecord,
     EnvironmentInspection,
     EnvironmentSchema,
-    ObservationRecord,
-    validate_record,
 )
-from kiln_verify.openenv.records.rollout import ChatMessage
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.serialize import messages_sha256, reset_observation_sha256
+from kiln_verify.records import BehaviorPolicyIdentity, ChatMessage, validate_record
 
 __all__ = [
     "CollectedGroup",

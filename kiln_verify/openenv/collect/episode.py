@@ -57,15 +57,9 @@ from kiln_verify.openenv.collect.fastrecords import (
 )
 from kiln_verify.openenv.collect.groupcheck import state_read_failed
 from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
-from kiln_verify.openenv.policy.base import (
-    Policy,
-    PolicyRequest,
-    PolicyResponse,
-    TokenProvenance,
-)
-from kiln_verify.openenv.records.common import (
-    BehaviorPolicyIdentity,
-    EnvironmentInspection,
+from kiln_verify.openenv.policy.base import Policy, PolicyRequest, PolicyResponse
+from kiln_verify.openenv.records.environment import EnvironmentInspection
+from kiln_verify.openenv.records.observation import (
     EpisodeTermination,
     ObservationRecord,
     ProtocolErrorRecord,
@@ -87,15 +81,14 @@ from kiln_verify.openenv.records.replay import (
 from kiln_verify.openenv.records.rollout import (
     ROLLOUT_SCHEMA,
     TURN_BREAK,
-    ChatMessage,
     OpenEnvRolloutProvenance,
     ScoredRollout,
-    TurnSegment,
 )
 from kiln_verify.openenv.records.serialize import action_schema_sha256
 from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.openenv.session import Session
 from kiln_verify.openenv.wire import ProtocolError
+from kiln_verify.records import BehaviorPolicyIdentity, ChatMessage, TokenProvenance, TurnSegment
 
 __all__ = ["Arrival", "EnvironmentContext", "EpisodeResult", "Generation", "run_episode"]
 

@@ -35,11 +35,11 @@ from typing import Any, Final
 
 import pydantic
 
-from kiln_verify.openenv.records import common
-from kiln_verify.openenv.records.common import ObservationRecord, Record
+from kiln_verify.openenv.records import observation
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ReplayExchange
-from kiln_verify.openenv.records.rollout import TurnSegment
 from kiln_verify.openenv.wire import Observation, Reward
+from kiln_verify.records import Record, TurnSegment, fields
 
 __all__ = [
     "action_segment",
@@ -55,8 +55,9 @@ _new = object.__new__
 _set = object.__setattr__
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
-# The validators the fields below run (module functions of records/common.py).
-_VALIDATOR_SOURCES: Final = ("_any_json", "_reward", "_object")
+# The validators the fields below run (module functions of records/fields.py and
+# openenv/records/observation.py).
+_VALIDATOR_SOURCES: Final = ((fields, "_any_json"), (observation, "_reward"), (fields, "_object"))
 
 REVIEWED_PYDANTIC: Final = "2.14.4"
 """The pydantic release the fingerprints below were recorded under."""
@@ -88,8 +89,8 @@ def fingerprint(cls: type[Record]) -> str:
         parts.append(f"{name}: {_ADDRESS.sub('', repr(field))}")
     for decorator in decorators.model_validators.values():
         parts.append(inspect.getsource(decorator.func))
-    for name in _VALIDATOR_SOURCES:
-        parts.append(inspect.getsource(getattr(common, name)))
+    for module, name in _VALIDATOR_SOURCES:
+        parts.append(inspect.getsource(getattr(module, name)))
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
 
 

@@ -30,7 +30,7 @@ from kiln_verify.errors import GrpoCorpusUnrepresentable, KilnError
 from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
 from kiln_verify.hf.manifest.grpo import GrpoCompletion, TokenizerIdentity, rollout_provenance
 from kiln_verify.openenv.collect.engine import CollectedGroup, Collection
-from kiln_verify.openenv.records.common import BehaviorPolicyIdentity
+from kiln_verify.records import BehaviorPolicyIdentity
 
 __all__ = ["build_grpo_corpus"]
 

@@ -65,10 +65,9 @@ from kiln_verify.openenv.policy.base import (
     Clock,
     PolicyRequest,
     PolicyResponse,
-    SamplingParameters,
-    TokenProvenance,
     elapsed_ms,
 )
+from kiln_verify.records import SamplingParameters, TokenProvenance
 
 THINK_CLOSE = "</think>"
 ADAPTER_CONFIG = "adapter_config.json"

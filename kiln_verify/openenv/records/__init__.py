@@ -3,10 +3,11 @@
 =====================  ==========================================================
 module                 contents
 =====================  ==========================================================
-``common``             :class:`Record` base, digest/float/int/text field types, tagged
-                       reward, behaviour-policy identity, recorded environment
-                       identity and inspection, observation and protocol-error records
-``rollout``            the JSONL corpus line :class:`AgenticGroup`, trajectory segments,
+``environment``        recorded environment identity (``kiln.openenv-identity.v1``) and
+                       inspection (identity plus raw schemas)
+``observation``        recorded observations with the tagged reward, protocol-error
+                       records, episode terminations
+``rollout``            the JSONL corpus line :class:`AgenticGroup`,
                        ``kiln.openenv-rollout.v1`` provenance, :func:`iter_rollout_lines`
 ``replay``             ``kiln.openenv-replay.v1`` :class:`ReplayManifest`, :func:`read_replay`
 ``summary``            ``kiln.openenv-rollout-summary.v5`` (reads v2..v4),
@@ -17,20 +18,16 @@ module                 contents
 ``prompt``             the exact prompt and observation texts the model sees
 ``schema_export``      generates ``contracts/kiln-openenv-v1.schema.json``
 =====================  ==========================================================
+
+The record base, the field types, the behaviour-policy identity and the chat messages and
+trajectory segments are :mod:`kiln_verify.records`, shared with the HF/TRL manifests.
 """
 
 from __future__ import annotations
 
-from kiln_verify.openenv.records.common import (
-    BehaviorPolicyIdentity,
-    EnvironmentIdentityRecord,
-    EnvironmentInspection,
-    ObservationRecord,
-    ProtocolErrorRecord,
-    Record,
-    validate_record,
-)
+from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord, EnvironmentInspection
 from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
 from kiln_verify.openenv.records.reports import (
     ArtifactDownloadReceipt,
@@ -41,7 +38,6 @@ from kiln_verify.openenv.records.rollout import (
     AgenticGroup,
     OpenEnvRolloutProvenance,
     ScoredRollout,
-    TurnSegment,
     iter_rollout_lines,
 )
 from kiln_verify.openenv.records.serialize import (
@@ -56,19 +52,16 @@ from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
 __all__ = [
     "AgenticGroup",
     "ArtifactDownloadReceipt",
-    "BehaviorPolicyIdentity",
     "EnvironmentEvaluationReceipt",
     "EnvironmentIdentityRecord",
     "EnvironmentInspection",
     "ObservationRecord",
     "OpenEnvRolloutProvenance",
     "ProtocolErrorRecord",
-    "Record",
     "ReplayManifest",
     "ReplayRunReport",
     "RolloutSummary",
     "ScoredRollout",
-    "TurnSegment",
     "VerificationReport",
     "dataset_bytes",
     "iter_rollout_lines",
@@ -78,5 +71,4 @@ __all__ = [
     "report_bytes",
     "rollout_line_bytes",
     "summary_bytes",
-    "validate_record",
 ]

@@ -12,7 +12,7 @@ from typing import Annotated, Final, Literal, Self
 from pydantic import Field, StrictStr, model_validator
 
 from kiln_verify.limits import MAX_GROUP_SIZE, MAX_GROUPS
-from kiln_verify.openenv.records.common import F64, U64, NonNegF64, Record, Seed, Sha256
+from kiln_verify.records import F64, U64, NonNegF64, Record, Seed, Sha256
 
 __all__ = [
     "EVALUATION_POLICY_VERSION",

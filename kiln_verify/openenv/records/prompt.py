@@ -16,13 +16,9 @@ from kiln_verify.core.jsonenc import parsed_text
 from kiln_verify.core.jsonio import dumps_compact, loads
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_CLIENT_FRAME_BYTES
-from kiln_verify.openenv.records.common import (
-    EnvironmentInspection,
-    ObservationRecord,
-    ProtocolErrorRecord,
-    sort_keys,
-)
-from kiln_verify.openenv.records.rollout import ChatMessage, TurnSegment
+from kiln_verify.openenv.records.environment import EnvironmentInspection
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
+from kiln_verify.records import ChatMessage, TurnSegment, sort_keys
 
 __all__ = [
     "HARNESS_CODES",

@@ -31,17 +31,18 @@ from kiln_verify.limits import (
     MAX_OPENENV_REPLAY_BYTES,
     MAX_STEPS,
 )
-from kiln_verify.openenv.records.common import (
-    CLIENT_PROFILE,
+from kiln_verify.openenv.records.environment import CLIENT_PROFILE, EnvironmentInspection
+from kiln_verify.openenv.records.observation import (
+    EpisodeTermination,
+    ObservationRecord,
+    ProtocolErrorRecord,
+)
+from kiln_verify.records import (
     F64,
     U64,
-    EnvironmentInspection,
-    EpisodeTermination,
     FreeJson,
     FreeObject,
     NonNegF64,
-    ObservationRecord,
-    ProtocolErrorRecord,
     Record,
     Seed,
     Sha256,

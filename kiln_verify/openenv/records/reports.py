@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar, Final, Literal
 from pydantic import Field, StrictStr
 
 from kiln_verify.limits import MAX_BASE_URL_CHARS, MAX_OPENENV_DATASET_BYTES
-from kiln_verify.openenv.records.common import U64, IdentityText, Record, Sha256
+from kiln_verify.records import U64, IdentityText, Record, Sha256
 
 __all__ = [
     "ARTIFACT_DOWNLOAD_SCHEMA",

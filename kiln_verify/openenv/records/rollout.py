@@ -18,17 +18,17 @@ from pydantic import AliasChoices, ConfigDict, Field, StrictStr, model_validator
 from kiln_verify.core.jsonio import iter_jsonl, iter_lines
 from kiln_verify.errors import RecordSchemaUnsupported
 from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES, MAX_RECORD_URL_BYTES, MAX_STEPS
-from kiln_verify.openenv.records.common import (
+from kiln_verify.openenv.records.observation import TERMINATION_RULES, EpisodeTermination
+from kiln_verify.records import (
     F64,
-    TERMINATION_RULES,
     U64,
     BehaviorPolicyIdentity,
-    EpisodeTermination,
-    FreeJson,
+    ChatMessage,
     IdentityText,
     Record,
     Seed,
     Sha256,
+    TurnSegment,
     bits_equal,
     validate_record,
 )
@@ -37,67 +37,15 @@ __all__ = [
     "ROLLOUT_SCHEMA",
     "TURN_BREAK",
     "AgenticGroup",
-    "ChatMessage",
     "OpenEnvRolloutProvenance",
     "RolloutLine",
     "ScoredRollout",
-    "SegmentKind",
-    "TurnSegment",
     "iter_rollout_lines",
 ]
 
 ROLLOUT_SCHEMA: Final = "kiln.openenv-rollout.v1"
 TURN_BREAK: Final = "<TURN_BREAK>"
 """Separator between action-segment contents in :attr:`ScoredRollout.text`."""
-
-SegmentKind = Literal["context", "action", "observation"]
-
-
-class ChatMessage(Record):
-    """One chat message of the shared prompt; optional keys omitted when absent."""
-
-    _omit_when_none = frozenset({"tool_calls", "name", "tool_call_id"})
-
-    role: StrictStr
-    content: StrictStr
-    tool_calls: FreeJson = None
-    name: StrictStr | None = None
-    tool_call_id: StrictStr | None = None
-
-
-class TurnSegment(Record):
-    """One trajectory segment. ``kind`` defaults to ``context`` on read and is always written.
-
-    ``warning_prefix_len`` (bytes of ``content`` that are a harness warning) is present
-    exactly on protocol-error and harness-error segments, where it equals the UTF-8 length
-    of the whole content; :meth:`full_warning` builds such a segment.
-    """
-
-    _omit_when_none = frozenset({"tool_call_id", "warning_prefix_len"})
-
-    role: StrictStr
-    content: StrictStr
-    kind: SegmentKind = "context"
-    tool_call_id: StrictStr | None = None
-    warning_prefix_len: U64 | None = None
-
-    @classmethod
-    def action(cls, content: str) -> TurnSegment:
-        return cls(role="assistant", content=content, kind="action")
-
-    @classmethod
-    def observation(cls, content: str) -> TurnSegment:
-        return cls(role="tool", content=content, kind="observation")
-
-    @classmethod
-    def full_warning(cls, content: str) -> TurnSegment:
-        """A tool observation whose whole content is a warning (error segments)."""
-        return cls(
-            role="tool",
-            content=content,
-            kind="observation",
-            warning_prefix_len=len(content.encode("utf-8")),
-        )
 
 
 class OpenEnvRolloutProvenance(Record):

@@ -10,15 +10,10 @@ Fields Kiln omits when absent appear as optional and non-nullable.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
-
 from kiln_verify.core.jsonio import dumps_pretty
-from kiln_verify.openenv.records.common import Record
 from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
 from kiln_verify.openenv.records.replay import ReplayManifest
 from kiln_verify.openenv.records.reports import (
@@ -28,6 +23,8 @@ from kiln_verify.openenv.records.reports import (
 )
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import RolloutSummary
+from kiln_verify.records import Record
+from kiln_verify.records.schema import record_definitions
 
 __all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "schema_bytes"]
 
@@ -44,65 +41,6 @@ ROOT_MODELS: Final[tuple[type[Record], ...]] = (
     EnvironmentEvaluationReceipt,
     ArtifactDownloadReceipt,
 )
-
-
-def _all_models(roots: Sequence[type[BaseModel]]) -> dict[str, type[BaseModel]]:
-    found: dict[str, type[BaseModel]] = {}
-    stack: list[type[BaseModel]] = list(roots)
-    while stack:
-        model = stack.pop()
-        if model.__name__ in found:
-            continue
-        found[model.__name__] = model
-        for field in model.model_fields.values():
-            stack.extend(_models_in(field.annotation))
-    return found
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    result: list[type[BaseModel]] = []
-    for arg in getattr(annotation, "__args__", ()) or ():
-        result.extend(_models_in(arg))
-    for meta in getattr(annotation, "__metadata__", ()) or ():
-        result.extend(_models_in(meta))
-    return result
-
-
-def _drop_null(prop: dict[str, Any]) -> dict[str, Any]:
-    """``anyOf [X, null]`` with default null -> ``X`` (the key is optional, never null)."""
-    prop = dict(prop)
-    prop.pop("default", None)
-    branches = prop.get("anyOf")
-    if isinstance(branches, list):
-        kept = [branch for branch in branches if branch != {"type": "null"}]
-        del prop["anyOf"]
-        if len(kept) == 1:
-            prop.update(kept[0])
-        else:
-            prop["anyOf"] = kept
-    return prop
-
-
-def record_definitions(roots: Sequence[type[BaseModel]]) -> dict[str, Any]:
-    """`$defs` for the records reachable from ``roots``, sorted by name, as we read them:
-    closed objects, and optional fields that are omitted (never null) without a null branch."""
-    _, generated = models_json_schema(
-        [(model, "validation") for model in roots],
-        ref_template="#/$defs/{model}",
-    )
-    defs: dict[str, Any] = generated["$defs"]
-    for name, model in _all_models(roots).items():
-        definition = defs.get(name)
-        if definition is None or not issubclass(model, Record):
-            continue
-        definition["additionalProperties"] = False
-        props: dict[str, Any] = definition.get("properties", {})
-        for key in model._omit_when_none:
-            if key in props:
-                props[key] = _drop_null(props[key])
-    return {name: defs[name] for name in sorted(defs)}
 
 
 def build_schema() -> dict[str, Any]:

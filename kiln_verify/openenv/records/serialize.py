@@ -31,15 +31,16 @@ from kiln_verify.limits import (
     MAX_OPENENV_SUMMARY_BYTES,
 )
 from kiln_verify.openenv.identity import DiscoveryDocuments
-from kiln_verify.openenv.records.common import ObservationRecord, Record, sort_keys
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.replay import ReplayManifest
-from kiln_verify.openenv.records.rollout import AgenticGroup, ChatMessage
+from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import (
     SUMMARY_SCHEMA,
     RolloutSummary,
     check_version_rules,
 )
 from kiln_verify.openenv.records.writefast import observation_compact, replay_fast
+from kiln_verify.records import ChatMessage, Record, sort_keys
 
 __all__ = [
     "GROUP_PLAN_ITEM_SCHEMA",

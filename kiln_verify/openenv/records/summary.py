@@ -45,13 +45,12 @@ from kiln_verify.limits import (
     MAX_ROLLOUTS,
     MAX_STEPS,
 )
-from kiln_verify.openenv.records.common import (
+from kiln_verify.openenv.records.environment import EnvironmentInspection
+from kiln_verify.openenv.records.observation import TERMINATION_RULES, EpisodeTermination
+from kiln_verify.records import (
     F64,
-    TERMINATION_RULES,
     U64,
     BehaviorPolicyIdentity,
-    EnvironmentInspection,
-    EpisodeTermination,
     FreeJson,
     NonNegF64,
     Record,

@@ -29,7 +29,7 @@ from kiln_verify.core.jsonfastwrite import (
     pretty_checked,
     proven_compact,
 )
-from kiln_verify.openenv.records.common import ObservationRecord, Record
+from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.replay import (
     ObservationResult,
     ReplayCandidate,
@@ -37,6 +37,7 @@ from kiln_verify.openenv.records.replay import (
     ReplayGroup,
     ReplayManifest,
 )
+from kiln_verify.records import Record
 
 __all__ = ["layouts_known", "observation_compact", "replay_fast"]
 

@@ -26,7 +26,7 @@ from kiln_verify.limits import (
     MAX_ERROR_SNIPPET_CHARS,
     MAX_REPLAY_DRIFT_PATH_CHARS,
 )
-from kiln_verify.openenv.records.common import ObservationRecord, ProtocolErrorRecord
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ProtocolErrorResult
 from kiln_verify.openenv.volatile import VolatileValue, json_type
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from kiln_verify.errors import KilnError, UsageError, snippet
 from kiln_verify.openenv.identity import EnvironmentIdentity
-from kiln_verify.openenv.records.common import EnvironmentInspection
+from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.reports import EnvironmentRemap
 from kiln_verify.openenv.urls import normalize_base_url
 

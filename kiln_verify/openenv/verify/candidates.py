@@ -31,11 +31,7 @@ from kiln_verify.errors import (
     KilnError,
 )
 from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
-from kiln_verify.openenv.records.common import (
-    BehaviorPolicyIdentity,
-    EnvironmentInspection,
-    bits_equal,
-)
+from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.prompt import (
     THINK_CLOSE,
     observation_content,
@@ -48,15 +44,11 @@ from kiln_verify.openenv.records.replay import (
     ProtocolErrorResult,
     ReplayCandidate,
 )
-from kiln_verify.openenv.records.rollout import (
-    TURN_BREAK,
-    OpenEnvRolloutProvenance,
-    ScoredRollout,
-    TurnSegment,
-)
+from kiln_verify.openenv.records.rollout import TURN_BREAK, OpenEnvRolloutProvenance, ScoredRollout
 from kiln_verify.openenv.verify.observer import HarnessError
 from kiln_verify.openenv.verify.replay_checks import where
 from kiln_verify.openenv.verify.tails import TailRules
+from kiln_verify.records import BehaviorPolicyIdentity, TurnSegment, bits_equal
 
 __all__ = ["CandidateContext", "check_candidate", "final_error_code", "parse_action_text"]
 

@@ -16,13 +16,14 @@ from kiln_verify.errors import (
     BundleMessagesMismatch,
     BundleResetPlanMismatch,
 )
-from kiln_verify.openenv.records.common import EnvironmentInspection, bits_equal
+from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.prompt import initial_messages
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.serialize import reset_plan_sha256, seed_free_template
 from kiln_verify.openenv.records.summary import RolloutSummary
 from kiln_verify.openenv.verify.replay_checks import where
+from kiln_verify.records import bits_equal
 
 __all__ = [
     "ResetPlan",

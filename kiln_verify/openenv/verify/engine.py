@@ -31,7 +31,6 @@ from kiln_verify.errors import (
     LimitExceeded,
 )
 from kiln_verify.limits import HASH_CHUNK_BYTES, MAX_OPENENV_DATASET_BYTES
-from kiln_verify.openenv.records.common import BehaviorPolicyIdentity
 from kiln_verify.openenv.records.prompt import system_prompt
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.reports import VerificationReport
@@ -52,6 +51,7 @@ from kiln_verify.openenv.verify.stats import check_stats
 from kiln_verify.openenv.verify.streams import ReplayStream, SummaryScan, scan_summary
 from kiln_verify.openenv.verify.summary_pass import SummaryRecords
 from kiln_verify.openenv.verify.tails import TailRules
+from kiln_verify.records import BehaviorPolicyIdentity
 
 __all__ = ["VerifiedBundle", "verify_bundle", "verify_bundle_digests"]
 

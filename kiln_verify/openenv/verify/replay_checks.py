@@ -11,7 +11,6 @@ recomputation of every episode return in Kiln's summation order.
 from __future__ import annotations
 
 from kiln_verify.errors import BundleReplayInconsistent, BundleReturnMismatch
-from kiln_verify.openenv.records.common import bits_equal
 from kiln_verify.openenv.records.replay import (
     ObservationResult,
     ProtocolErrorResult,
@@ -19,6 +18,7 @@ from kiln_verify.openenv.records.replay import (
     ReplayGroup,
     ReplayManifest,
 )
+from kiln_verify.records import bits_equal
 
 __all__ = ["check_group", "check_replay", "recompute_return", "where"]
 

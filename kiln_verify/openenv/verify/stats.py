@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kiln_verify.errors import BundleStatsMismatch
-from kiln_verify.openenv.records.common import bits_equal
 from kiln_verify.openenv.records.stats import StatsAccumulator, compute_stats
 from kiln_verify.openenv.records.summary import RolloutRecord, RolloutStats
+from kiln_verify.records import bits_equal
 
 __all__ = ["StatsAccumulator", "check_stats", "compute_stats"]
 

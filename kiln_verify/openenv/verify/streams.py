@@ -37,7 +37,6 @@ from kiln_verify.limits import (
     MAX_OPENENV_SUMMARY_BYTES,
     MAX_ROLLOUTS,
 )
-from kiln_verify.openenv.records.common import validate_record
 from kiln_verify.openenv.records.replay import REPLAY_SCHEMA, ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.summary import (
     SUMMARY_VERSIONS,
@@ -49,6 +48,7 @@ from kiln_verify.openenv.records.summary import (
 from kiln_verify.openenv.verify.files import open_hashed
 from kiln_verify.openenv.verify.stats import StatsAccumulator
 from kiln_verify.openenv.verify.summary_pass import SummaryRecords
+from kiln_verify.records import validate_record
 
 __all__ = ["ReplayStream", "SummaryScan", "scan_summary"]
 

@@ -29,11 +29,8 @@ from typing import Any
 from kiln_verify.core.digest import canonical_digest
 from kiln_verify.core.jsonio import dumps_compact
 from kiln_verify.openenv.records import serialize
-from kiln_verify.openenv.records.common import (
-    EnvironmentInspection,
-    ObservationRecord,
-    ProtocolErrorRecord,
-)
+from kiln_verify.openenv.records.environment import EnvironmentInspection
+from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.prompt import (
     action_content,
     harness_error_segment,
@@ -43,10 +40,11 @@ from kiln_verify.openenv.records.prompt import (
     protocol_error_segment,
 )
 from kiln_verify.openenv.records.replay import ReplayManifest
-from kiln_verify.openenv.records.rollout import TURN_BREAK, AgenticGroup, TurnSegment
+from kiln_verify.openenv.records.rollout import TURN_BREAK, AgenticGroup
 from kiln_verify.openenv.records.summary import RolloutSummary
 from kiln_verify.openenv.verify.stats import compute_stats
 from kiln_verify.openenv.verify.tails import TailRules
+from kiln_verify.records import TurnSegment
 
 DATASET = "openenv.rollouts.jsonl"
 REPLAY = "openenv.replay.json"
@@ -360,16 +358,4 @@ def build_bundle(
         }
     )
     (directory / SUMMARY).write_bytes(serialize.summary_bytes(summary))
-    return Bundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)
-
-
-def write_fixture_bundle(directory: Path) -> Bundle:
-    """The records package's reference-example bundle (tests/records/fixtures.py)."""
-    from tests.records import fixtures
-
-    directory.mkdir(parents=True, exist_ok=True)
-    dataset = fixtures.dataset_file()
-    (directory / DATASET).write_bytes(dataset)
-    (directory / REPLAY).write_bytes(fixtures.replay_file(dataset))
-    (directory / SUMMARY).write_bytes(fixtures.summary_file())
     return Bundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)
