@@ -45,6 +45,7 @@ from kiln_verify.openenv.records.replay import (
     ReplayManifest,
 )
 from kiln_verify.openenv.wire import Reward
+from tests.collect.options import make_controls
 from tests.records.fixtures import inspection
 
 
@@ -349,7 +350,7 @@ def test_collected_bundles_are_the_reference_bytes(
     files equal what the reference writers make of the same collection."""
     import asyncio
 
-    from kiln_verify.openenv.collect import CollectionControls, build_bundle, collect
+    from kiln_verify.openenv.collect import build_bundle, collect
     from kiln_verify.openenv.policy.scripted import ScriptedPolicy
     from kiln_verify.openenv.records import serialize
     from tests.collect.conftest import outputs
@@ -357,7 +358,7 @@ def test_collected_bundles_are_the_reference_bytes(
     texts = ['{"arm": 1}', '{"amount": 2}', '{"arm": 3, "x": [1.5e-7]}', "nope", '{"arm": -1}', ""]
     policy = ScriptedPolicy(lambda request: texts[(request.step_index + request.seed) % len(texts)])
     options: dict[str, Any] = {"groups": 6, "group_size": 2, "max_steps": 4, **outputs(tmp_path)}
-    controls = CollectionControls.create(
+    controls = make_controls(
         [servers["bandit"].base_url, servers["counter"].base_url],
         thinking=False,
         max_recoverable_errors=1,

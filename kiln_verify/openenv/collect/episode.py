@@ -68,7 +68,7 @@ async def run_episode(
     returned without acting (the group is failing: its last arrival raises).
     """
     acquisition = await env.client.open_session_with_capacity(
-        controls.capacity_wait_seconds, reset_data=group.reset_payload
+        controls.options.capacity_wait_seconds, reset_data=group.reset_payload
     )
     session = acquisition.session
     machine = EpisodeMachine(env, group, candidate_index, controls=controls, budget=budget)

@@ -175,7 +175,7 @@ class EpisodeMachine:
         self._env = env
         self._group = group
         self._candidate = candidate_index
-        self._controls = controls
+        self._options = controls.options
         self._budget = budget
         self._retain = controls.grpo_output is not None
         self._next: Command | None = None  # None: waiting for the reset observation
@@ -211,7 +211,7 @@ class EpisodeMachine:
 
     def _ask(self) -> None:
         """The request for the model turn ``self._step_index``."""
-        env, controls, group = self._env, self._controls, self._group
+        env, options, group = self._env, self._options, self._group
         self._next = AskPolicy(
             PolicyRequest.for_step(
                 messages=list(self._chat),
@@ -219,9 +219,9 @@ class EpisodeMachine:
                 seed=group.seed,
                 candidate_index=self._candidate,
                 step_index=self._step_index,
-                temperature=controls.temperature,
-                max_action_tokens=controls.max_action_tokens,
-                thinking=controls.thinking,
+                temperature=options.temperature,
+                max_action_tokens=options.max_action_tokens,
+                thinking=options.thinking,
                 observation=self._latest,
                 environment_name=env.name,
             )
@@ -266,13 +266,13 @@ class EpisodeMachine:
         """The policy's reply to the pending :class:`AskPolicy`: an action to send, or the
         invalid-action tail that ends the episode (no exchange, penalty last)."""
         self._expect(AskPolicy)
-        budget, controls = self._budget, self._controls
+        budget, options = self._budget, self._options
         if self._retain:
             self._generations.append(self._retained(response))
         self._tokens += response.total_tokens
         self._latency += response.latency_ms
         reply = judge_model_reply(
-            response.text, response.reasoning, thinking=controls.thinking, rules=self._env
+            response.text, response.reasoning, thinking=options.thinking, rules=self._env
         )
         text = self._text = reply.text
         budget.charge_bytes(len(text.encode("utf-8")), "a model action")
@@ -283,7 +283,7 @@ class EpisodeMachine:
                 Segment("action", text),
                 Segment("warning", harness_error_content(reply.code, reply.message)),
             )
-            self._total = _finite(self._total + controls.protocol_error_reward)
+            self._total = _finite(self._total + options.protocol_error_reward)
             self._end("invalid_model_action")
             return
         self._steps += 1
@@ -316,13 +316,13 @@ class EpisodeMachine:
         self._expect(SendStep)
         assert isinstance(self._next, SendStep)
         action = self._next.action
-        controls = self._controls
+        options = self._options
         record = ProtocolErrorRecord.from_wire(error)
         self._budget.charge_parsed(error.message, error.errors, what="a protocol error")
-        continued = error.recoverable and self._recoverable < controls.max_recoverable_errors
+        continued = error.recoverable and self._recoverable < options.max_recoverable_errors
         if error.recoverable:
             self._recoverable += 1  # also the error that exhausts the budget (max + 1)
-        self._total = _finite(self._total + controls.protocol_error_reward)
+        self._total = _finite(self._total + options.protocol_error_reward)
         self._add(
             Segment("action", self._text),
             Segment("warning", protocol_error_content(record, continued)),
@@ -345,7 +345,7 @@ class EpisodeMachine:
 
     def _advance(self) -> None:
         self._step_index += 1
-        if self._step_index < self._controls.max_steps:
+        if self._step_index < self._options.max_steps:
             self._ask()
         else:
             self._end("max_steps")
