@@ -164,7 +164,7 @@ def test_training_overlap_is_refused_before_any_network_contact(tmp_path: Path) 
     with pytest.raises(UsageError, match="at least 20 groups"):
         asyncio.run(
             run_evaluation(
-                controls.__class__.create(["http://127.0.0.1:9"], **{**LANE, "groups": 19}),
+                make_controls(["http://127.0.0.1:9"], **{**LANE, "groups": 19}),
                 worst(),
                 best(),
                 tmp_path,
