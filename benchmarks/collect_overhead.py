@@ -48,18 +48,20 @@ def _action(step_index: int) -> str:
 
 
 async def run_collector(base_url: str, args: argparse.Namespace, directory: Path) -> float:
-    from kiln_verify.openenv.collect import CollectionControls, run_collection
+    from kiln_verify.openenv.collect import CollectionControls, CollectionOptions, run_collection
     from kiln_verify.openenv.policy.scripted import ScriptedPolicy
 
     policy = ScriptedPolicy(lambda request: _action(request.step_index), name="bench")
     controls = CollectionControls.create(
         [base_url],
-        groups=args.groups,
-        group_size=args.group_size,
-        max_steps=args.steps,
-        concurrency=args.concurrency,
-        thinking=False,
-        state_check=args.state_check,
+        options=CollectionOptions(
+            groups=args.groups,
+            group_size=args.group_size,
+            max_steps=args.steps,
+            concurrency=args.concurrency,
+            thinking=False,
+            state_check=args.state_check,
+        ),
         output=str(directory / "d.jsonl"),
         replay_output=str(directory / "r.json"),
         summary_output=str(directory / "s.json"),

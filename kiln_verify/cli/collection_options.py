@@ -1,18 +1,19 @@
-"""The rollout collection flags, built once from :class:`CollectionControls` (contract §11).
+"""The rollout collection flags, built once from :class:`CollectionOptions` (contract §11).
 
 ``openenv rollout`` and ``openenv evaluate`` take the same collection flags. They are not
 written out twice: :func:`collection_command` turns a command body
 ``impl(flags: CollectionFlags, **own)`` into a typer command whose signature is the
 source flags (``--environment``, ``--credential-env``, the reset-options files,
-``--oracle``), one flag per tunable field of :class:`CollectionControls` (its help text
-and metavar come from the field, its default from the field or the command's
-``defaults``) and then the command's own parameters. :meth:`CollectionFlags.controls` is
-the one mapping from the parsed flags to validated controls;
+``--oracle``), one flag per field of :class:`CollectionOptions` (its type, help text and
+metavar come from the field, its default from the field or the command's ``defaults``)
+and then the command's own parameters. The parsed option values become one typed
+:class:`CollectionOptions` right where typer hands them over; :meth:`CollectionFlags.controls`
+is the one mapping from the parsed flags to validated controls;
 :class:`~kiln_verify.cli.embedded_oracle.EmbeddedOracle` serves the embedded oracle
 in-process when no ``--environment`` is given.
 
-Engine errors name fields (`` `group_size` ``); :func:`kiln_verify.cli.output.fail` shows
-them as the flags a user types (``--group-size``).
+Engine errors name contract fields (``KilnError.fields``); :func:`kiln_verify.cli.output.
+fail` shows exactly those as the flags a user types (``--group-size``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from kiln_verify.cli.embedded_oracle import DEFAULT_ORACLE, EmbeddedOracle
 from kiln_verify.cli.output import flag_name
 from kiln_verify.errors import UsageError
 from kiln_verify.openenv.collect import CollectionControls, load_reset_options
-from kiln_verify.openenv.collect.controls import TUNABLES
+from kiln_verify.openenv.collect.controls import OPTION_NAMES, CollectionOptions
 
 __all__ = [
     "DEFAULT_ORACLE",
@@ -76,11 +77,11 @@ def _source_parameters(oracle_help: str) -> list[inspect.Parameter]:
     ]  # fmt: skip
 
 
-def _tunable_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
-    declared = {f.name: f for f in dataclasses.fields(CollectionControls)}
-    types = typing.get_type_hints(CollectionControls)
+def _option_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
+    declared = {f.name: f for f in dataclasses.fields(CollectionOptions)}
+    types = typing.get_type_hints(CollectionOptions)
     parameters = []
-    for name in TUNABLES:
+    for name in OPTION_NAMES:
         field = declared[name]
         metadata = field.metadata
         default = defaults.get(name, field.default)
@@ -110,20 +111,24 @@ class CollectionFlags:
     reset_options: str | None
     environment_reset_options: tuple[str, ...]
     oracle: str | None
-    tunables: Mapping[str, Any]
+    options: CollectionOptions
 
-    def controls(self, **fields: Any) -> CollectionControls:
-        """Validated controls (placeholder URL for the embedded oracle); ``fields`` are the
-        command's own (outputs, ``force``) or overrides of tunables."""
+    def controls(self, options: CollectionOptions | None = None) -> CollectionControls:
+        """Validated controls (placeholder URL for the embedded oracle, the bundle's default
+        output names): the command line's options, or ``options`` in their place (a
+        command that declares an option itself). A command sets its own outputs with
+        ``dataclasses.replace``, which validates again."""
         if not self.environment and self.credential_env:
-            raise UsageError("`credential_envs` need `environments`")
+            raise UsageError(
+                "`credential_envs` need `environments`", fields=("credential_envs", "environments")
+            )
         return CollectionControls.create(
             list(self.environment) or [PLACEHOLDER_URL],
             reset_templates=reset_templates(
                 self.reset_options, list(self.environment_reset_options)
             ),
             credential_envs=[None if slot == "-" else slot for slot in self.credential_env],
-            **{**self.tunables, **fields},
+            options=self.options if options is None else options,
         )
 
     def embedded(self) -> EmbeddedOracle:
@@ -147,10 +152,10 @@ def collection_command(
     ]
     own_names = {p.name for p in own}
     sources = _source_parameters(oracle_help)
-    # A command may declare a tunable itself (evaluate's --seed-start has its own default
+    # A command may declare an option itself (evaluate's --seed-start has its own default
     # rule); then that declaration is used and the value reaches the command, not flags.
-    tunables = [p for p in _tunable_parameters(defaults or {}) if p.name not in own_names]
-    generated = [p.name for p in tunables]
+    options = [p for p in _option_parameters(defaults or {}) if p.name not in own_names]
+    generated = [p.name for p in options]
 
     @functools.wraps(impl)
     def command(**kwargs: Any) -> None:
@@ -160,13 +165,14 @@ def collection_command(
             reset_options=kwargs.pop("reset_options"),
             environment_reset_options=tuple(kwargs.pop("environment_reset_options") or ()),
             oracle=kwargs.pop("oracle"),
-            tunables={name: kwargs.pop(name) for name in generated},
+            # typer's values for the generated flags, typed once, here
+            options=CollectionOptions(**{name: kwargs.pop(name) for name in generated}),
         )
         impl(flags, **kwargs)
 
     parameters = [
         *sources,
-        *tunables,
+        *options,
         *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
     ]
     clash = own_names & {p.name for p in sources}

@@ -24,6 +24,7 @@ collection / verification / pairing failure (no receipt); 2 usage.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -278,7 +279,8 @@ def _evaluate(
             start = seed_start
             if start is None:
                 start = training.next_seed if training is not None else 0
-            controls = flags.controls(seed_start=start, force=force)
+            options = dataclasses.replace(flags.options, seed_start=start)
+            controls = dataclasses.replace(flags.controls(options), force=force)
             check_live_request(controls, gate, training)
             directory = output_dir or DEFAULT_OUTPUT_DIR
             check_layout(directory, force=force)  # before any policy loads or server is used
@@ -310,7 +312,9 @@ def _run_live(
     *,
     show_bar: bool,
 ) -> Evaluation:
-    progress = CollectionProgress("evaluate", 2 * controls.groups, 2 * controls.rollout_count)
+    progress = CollectionProgress(
+        "evaluate", 2 * controls.options.groups, 2 * controls.options.rollout_count
+    )
     with progress.renderer(terminal=show_bar and sys.stderr.isatty()) as hook:
         return run_interruptible(
             lambda: _live(controls, *pair, directory, gate, training, hook),

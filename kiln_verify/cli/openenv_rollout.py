@@ -2,7 +2,7 @@
 
 Flags follow kiln-openenv-contract §11 (rollout table) plus ``--policy`` /
 ``--policy-option`` for the behaviour policy; the collection flags are built from
-:class:`~kiln_verify.openenv.collect.CollectionControls` (``collection_options``). With no
+:class:`~kiln_verify.openenv.collect.CollectionOptions` (``collection_options``). With no
 ``--environment`` the embedded oracle (``bandit`` unless ``--oracle NAME``) is started
 in-process on a free loopback port and the ``random`` policy plays it: ``kiln-verify
 openenv rollout`` alone writes a complete bundle into the current directory.
@@ -14,6 +14,7 @@ contract failure (nothing published), 2 usage, 130 interrupted (nothing publishe
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Annotated, Any
 
@@ -116,7 +117,8 @@ def _rollout(
     """Collect rollouts into a corpus, a replay manifest and a summary, published together."""
     try:
         embedded = flags.embedded()
-        controls = flags.controls(
+        controls = dataclasses.replace(
+            flags.controls(),
             output=output,
             replay_output=replay_output,
             summary_output=summary_output,
@@ -145,7 +147,9 @@ def _rollout(
 
 
 def _collect(controls: CollectionControls, policy: Any, *, show_bar: bool) -> Bundle:
-    progress = CollectionProgress("rollout", controls.groups, controls.rollout_count)
+    progress = CollectionProgress(
+        "rollout", controls.options.groups, controls.options.rollout_count
+    )
     with progress.renderer(terminal=show_bar) as hook:
 
         async def main() -> Bundle:

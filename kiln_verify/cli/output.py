@@ -12,7 +12,6 @@ contain one.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -32,7 +31,6 @@ _FLAGS = {
     "credential_envs": "--credential-env",
     "reset_templates": "--reset-options/--environment-reset-options",
 }
-_FIELD = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
 def flag_name(field: str) -> str:
@@ -40,10 +38,12 @@ def flag_name(field: str) -> str:
     return _FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
-def flag_text(text: str) -> str:
-    """``text`` with every backticked field name shown as its flag (engine errors name
-    contract fields; a user types flags)."""
-    return _FIELD.sub(lambda match: flag_name(match.group(1)), text)
+def flag_text(text: str, fields: tuple[str, ...]) -> str:
+    """``text`` with each of the contract ``fields`` it names (in backticks, as engine
+    errors spell them) shown as its flag; nothing else in the text is touched."""
+    for field in fields:
+        text = text.replace(f"`{field}`", flag_name(field))
+    return text
 
 
 def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
@@ -70,8 +70,8 @@ def fail(
 ) -> NoReturn:
     """Render ``exc`` (JSON on stdout with ``--json``, else stderr) and exit with its code."""
     clean = redact or (lambda text: text)
-    exc.rule = flag_text(exc.rule)
-    exc.hint = flag_text(exc.hint) if exc.hint is not None else None
+    exc.rule = flag_text(exc.rule, exc.fields)
+    exc.hint = flag_text(exc.hint, exc.fields) if exc.hint is not None else None
     if as_json:
         print_json({"error": _redacted(exc.to_dict(), clean)})
     else:

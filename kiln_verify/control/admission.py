@@ -37,7 +37,7 @@ from kiln_verify.errors import (
     RecordInvalid,
     snippet,
 )
-from kiln_verify.openenv.collect import CollectionControls
+from kiln_verify.openenv.collect import CollectionControls, CollectionOptions
 from kiln_verify.openenv.urls import normalize_base_url
 from kiln_verify.records import Record, validate_record
 
@@ -141,18 +141,20 @@ def collection_controls(request: OpenEnvRunRequest, config: ServerConfig) -> Col
         request.environment_urls,
         reset_templates=request.reset_templates(),
         credential_envs=slots if any(slot is not None for slot in slots) else (),
-        groups=request.groups,
-        group_size=request.group_size,
-        seed_start=request.seed_start,
-        max_steps=request.max_steps,
-        concurrency=request.concurrency,
-        max_action_tokens=request.max_action_tokens,
-        thinking_budget_tokens=request.thinking_budget_tokens,
-        temperature=request.temperature,
-        thinking=request.thinking,
-        protocol_error_reward=request.protocol_error_reward,
-        max_recoverable_errors=request.max_recoverable_errors,
-        capacity_wait_seconds=request.capacity_wait_seconds,
+        options=CollectionOptions(
+            groups=request.groups,
+            group_size=request.group_size,
+            seed_start=request.seed_start,
+            max_steps=request.max_steps,
+            concurrency=request.concurrency,
+            max_action_tokens=request.max_action_tokens,
+            thinking_budget_tokens=request.thinking_budget_tokens,
+            temperature=request.temperature,
+            thinking=request.thinking,
+            protocol_error_reward=request.protocol_error_reward,
+            max_recoverable_errors=request.max_recoverable_errors,
+            capacity_wait_seconds=request.capacity_wait_seconds,
+        ),
     )
 
 

@@ -31,7 +31,8 @@ class KilnError(Exception):
     """Root of every error kiln-verify reports on purpose.
 
     ``rule`` is a short statement of what was violated, ``path`` the file concerned,
-    ``line`` a 1-based line within it and ``hint`` the fix. Abstract family classes
+    ``line`` a 1-based line within it and ``hint`` the fix; ``fields`` the contract fields
+    (of a request or of the collection options) that the rule names. Abstract family classes
     (declared with ``abstract=True``) group codes and cannot be raised themselves.
     """
 
@@ -59,6 +60,7 @@ class KilnError(Exception):
         path: str | os.PathLike[str] | None = None,
         line: int | None = None,
         hint: str | None = None,
+        fields: tuple[str, ...] = (),
     ) -> None:
         if type(self)._abstract:
             raise TypeError(f"{type(self).__name__} is abstract; raise a concrete subclass")
@@ -66,6 +68,9 @@ class KilnError(Exception):
         self.path = os.fspath(path) if path is not None else None
         self.line = line
         self.hint = hint if hint is not None else self.default_hint
+        #: The contract fields the rule and hint name, each in backticks (`` `groups` ``):
+        #: a front end shows them in its own terms (the CLI as flags, ``cli.output``).
+        self.fields = fields
         super().__init__(rule)
 
     def at(

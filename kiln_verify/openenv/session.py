@@ -110,6 +110,14 @@ class _Watchdog:
     when no other cancellation was requested meanwhile (``Task.uncancel``; called, as
     there, whenever the timer has fired, whatever the exchange raised). A timer that
     fires while no exchange is in flight does nothing and is not re-armed.
+
+    Kept over ``asyncio.timeout`` for a measured reason (docs/performance.md, "Issue 15":
+    "The request timeout"): the collect benchmark run in one process, alternating
+    this and an ``async with asyncio.timeout(...)`` per exchange round by round (9 rounds,
+    twice), used 5-6 % more client CPU with ``asyncio.timeout`` (1.61/1.68 s against
+    1.53/1.59 s per round) and 1.43-1.45x a raw websockets loop's wall time against
+    1.17-1.19x with this watchdog, which is the difference between meeting the 1.3x
+    target and missing it.
     """
 
     __slots__ = ("_cancelling", "_deadline", "_expiring", "_handle", "_loop", "_task", "_when")
@@ -184,13 +192,17 @@ class _Watchdog:
 class _KeepAlivePump:
     """The keep-alive beside a caller that awaits policy inference in its own task.
 
-    Its task watches the connection (a cancel-safe ``recv``) for one interval at a time and
-    sends a read-only ``state`` between intervals. When the session fails (an unsolicited
-    frame, a close, a failed keep-alive exchange, a close from elsewhere) it records why
-    and cancels the caller, but only while the caller still awaits the awaitable: the
-    caller clears :attr:`awaiting` synchronously as soon as the awaitable has finished,
-    so a cancellation is never left pending for a later, unrelated await. Stopping waits
-    for a keep-alive exchange already in flight (cancelling it would poison a healthy
+    The pump starts only once the caller has yielded to the event loop: its task is
+    created by a ``call_soon`` callback, so a policy that answers without waiting (a
+    scripted or random one) costs one scheduled handle, cancelled when the answer is
+    there, and no task, no extra loop turn and no keep-alive exchange. Its task watches
+    the connection (a cancel-safe ``recv``) for one interval at a time and sends a
+    read-only ``state`` between intervals. When the session fails (an unsolicited frame,
+    a close, a failed keep-alive exchange, a close from elsewhere) it records why and
+    cancels the caller, but only while the caller still awaits the awaitable: the caller
+    clears :attr:`awaiting` synchronously as soon as the awaitable has finished, so a
+    cancellation is never left pending for a later, unrelated await. Stopping waits for
+    a keep-alive exchange already in flight (cancelling it would poison a healthy
     session) and cancels only the idle watch.
     """
 
@@ -200,6 +212,7 @@ class _KeepAlivePump:
         "_cancelling",
         "_exchanging",
         "_session",
+        "_start",
         "_task",
         "awaiting",
         "failure",
@@ -215,6 +228,16 @@ class _KeepAlivePump:
         self.awaiting = True
         self.stopping = False
         self.failure: KilnError | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._start: asyncio.Handle | None = asyncio.get_running_loop().call_soon(self._begin)
+
+    def _begin(self) -> None:
+        """The caller is waiting: start watching, unless the session already ended."""
+        self._start = None
+        session = self._session
+        if not session.usable:
+            self._fail(session._why_unusable())
+            return
         self._task = asyncio.get_running_loop().create_task(self._run())
         session._watcher = self._task
 
@@ -268,7 +291,13 @@ class _KeepAlivePump:
     async def stop(self) -> None:
         self.awaiting = False
         self.stopping = True
-        task = self._task
+        start, task = self._start, self._task
+        if start is not None:  # the caller never waited: nothing was started
+            self._start = None
+            start.cancel()
+            return
+        if task is None:  # _begin found the session ended
+            return
         if self._session._watcher is task:
             self._session._watcher = None
         if not task.done() and not self._exchanging:

@@ -17,9 +17,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.rollout import ScoredRollout
@@ -107,7 +105,7 @@ class FactCollector:
             self._group = None
 
     def candidate(self, verified: VerifiedCandidate) -> None:
-        record = _record(verified.record)
+        record = verified.record
         env = self.environments.get(verified.environment_index)
         if env is None:
             env = self.environments[verified.environment_index] = EnvironmentFacts(
@@ -135,43 +133,6 @@ class FactCollector:
     def finish(self) -> list[GroupFacts]:
         self._close_group()
         return self.groups
-
-
-class _RecordView:
-    """A summary record as the verifier handed it: the JSON object pass 1 validated as a
-    ``RolloutRecord`` (same values and types; summary_pass.py), read without validating or
-    copying it a third time."""
-
-    __slots__ = (
-        "candidate_index",
-        "capacity_retries",
-        "episode_return",
-        "group_index",
-        "model_latency_ms",
-        "model_tokens",
-        "protocol_error_code",
-        "recoverable_protocol_errors",
-        "seed",
-        "steps",
-        "termination",
-    )
-
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self.group_index: int = values["group_index"]
-        self.candidate_index: int = values["candidate_index"]
-        self.seed: int = values["seed"]
-        self.steps: int = values["steps"]
-        self.episode_return: float = values["episode_return"]
-        self.termination: str = values["termination"]
-        self.recoverable_protocol_errors: int = values["recoverable_protocol_errors"]
-        self.capacity_retries: int = values["capacity_retries"]
-        self.model_tokens: int = values["model_tokens"]
-        self.model_latency_ms: float = values["model_latency_ms"]
-        self.protocol_error_code: str | None = values.get("protocol_error_code")
-
-
-def _record(values: Mapping[str, Any]) -> _RecordView:
-    return _RecordView(values)
 
 
 def gather(

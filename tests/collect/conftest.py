@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from kiln_verify.openenv.collect import Bundle, CollectionControls, run_collection
+from kiln_verify.openenv.collect import Bundle, run_collection
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
 from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
 from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
 from oracle.runner import ServerHandle, start_servers
+from tests.collect.options import make_controls
 
 Start = Callable[..., ServerHandle]
 
@@ -59,9 +60,7 @@ def collect(
 ) -> Result:
     """Collect into ``directory`` and read the three files back with the record readers."""
     options = {"groups": len(urls), "group_size": 2, "max_steps": 3, **options}
-    controls = CollectionControls.create(
-        urls, reset_templates=reset_templates, **outputs(directory), **options
-    )
+    controls = make_controls(urls, reset_templates=reset_templates, **outputs(directory), **options)
     bundle = asyncio.run(run_collection(controls, policy or RandomPolicy()))
     with open(controls.output, "rb") as stream:
         groups = [line.group for line in iter_rollout_lines(stream)]

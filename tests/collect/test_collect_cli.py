@@ -162,3 +162,44 @@ def test_evaluate_refuses_an_output_dir_that_is_a_file(tmp_path: Path) -> None:
         "publish_failed", "a parent of the output is not a directory"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+_TWO_ENVIRONMENTS_ONE_GROUP = [
+    *("--environment", "http://127.0.0.1:9", "--environment", "http://127.0.0.1:8"),
+    *("--groups", "1"),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "shown"),
+    [
+        (["--group-size", "300"], "--group-size must be an integer in 1..256"),
+        (
+            ["--output", "same.json", "--replay-output", "same.json"],
+            "--output, --replay-output and --summary-output must name three distinct files",
+        ),
+        (
+            _TWO_ENVIRONMENTS_ONE_GROUP,
+            "--groups (1) must be at least the number of environments",
+        ),
+    ],
+)
+def test_engine_errors_name_the_flags_of_their_fields(
+    extra: list[str], shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's error carries its contract fields; the CLI shows exactly those as flags
+    (the control plane shows the same error with the field names, in backticks)."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["openenv", "rollout", *extra, "--json"])
+    assert result.exit_code == 2, result.output
+    assert shown in json.loads(result.output)["error"]["rule"]
+
+
+def test_only_the_named_fields_become_flags() -> None:
+    from kiln_verify.cli.output import flag_text
+
+    text = "`groups` exceeds `limit` in `environments`"
+    assert flag_text(text, ("groups", "environments")) == (
+        "--groups exceeds `limit` in --environment"
+    )
+    assert flag_text(text, ()) == text

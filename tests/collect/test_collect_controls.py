@@ -10,7 +10,6 @@ import pytest
 from kiln_verify.errors import LimitExceeded, UsageError
 from kiln_verify.limits import MAX_RESET_OPTIONS_FILE_BYTES
 from kiln_verify.openenv.collect import (
-    CollectionControls,
     ResetPlan,
     RetainedBudget,
     group_plan,
@@ -18,6 +17,7 @@ from kiln_verify.openenv.collect import (
     parse_model_action,
 )
 from kiln_verify.records import I64_MAX
+from tests.collect.options import make_controls
 
 URL = "http://127.0.0.1:1"
 
@@ -42,18 +42,18 @@ URL = "http://127.0.0.1:1"
 )
 def test_controls_refuse(urls: list[str], options: dict[str, Any], fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment.replace("(", r"\(")) as caught:
-        CollectionControls.create(urls, **options)
+        make_controls(urls, **options)
     assert caught.value.exit_code == 2
 
 
 def test_credential_and_template_slots_align() -> None:
     with pytest.raises(UsageError, match="credential_envs"):
-        CollectionControls.create([URL, URL], credential_envs=["TOKEN"])
+        make_controls([URL, URL], credential_envs=["TOKEN"])
     with pytest.raises(UsageError, match="reset templates"):
-        CollectionControls.create([URL, URL, URL], reset_templates=[{}, {}], groups=3)
-    shared = CollectionControls.create([URL, URL], reset_templates=[{"level": 1}])
+        make_controls([URL, URL, URL], reset_templates=[{}, {}], groups=3)
+    shared = make_controls([URL, URL], reset_templates=[{"level": 1}])
     assert shared.reset_templates == ({"level": 1}, {"level": 1})
-    assert CollectionControls.create([URL], temperature=1).temperature == 1.0
+    assert make_controls([URL], temperature=1).options.temperature == 1.0
 
 
 def test_group_plan_rotates_and_overrides_the_seed() -> None:

@@ -24,6 +24,7 @@ from oracle.base import Outcome
 from oracle.envs.counter import CounterEnvironment
 from oracle.runner import ServerHandle
 from tests.collect.conftest import Start, collect, files_in
+from tests.collect.options import make_controls
 
 
 def _harness(content: str) -> dict[str, Any]:
@@ -260,9 +261,9 @@ def test_retained_budget_exhaustion_aborts(servers: dict[str, ServerHandle]) -> 
     import asyncio
 
     from kiln_verify.errors import LimitExceeded
-    from kiln_verify.openenv.collect import CollectionControls, RetainedBudget
+    from kiln_verify.openenv.collect import RetainedBudget
     from kiln_verify.openenv.collect import collect as collect_only
 
-    controls = CollectionControls.create([servers["bandit"].base_url], groups=2, group_size=2)
+    controls = make_controls([servers["bandit"].base_url], groups=2, group_size=2)
     with pytest.raises(LimitExceeded, match="MAX_RETAINED_BYTES"):
         asyncio.run(collect_only(controls, RandomPolicy(), budget=RetainedBudget(bound=4000)))

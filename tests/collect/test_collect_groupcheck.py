@@ -19,7 +19,7 @@ import pytest
 
 from kiln_verify.errors import ResetNondeterministic, UsageError
 from kiln_verify.limits import MAX_ERROR_SNIPPET_CHARS, MAX_REPLAY_DRIFT_PATH_CHARS
-from kiln_verify.openenv.collect import CollectionControls, run_collection
+from kiln_verify.openenv.collect import run_collection
 from kiln_verify.openenv.collect.groupcheck import GroupCheck
 from kiln_verify.openenv.collect.plan import GroupPlan
 from kiln_verify.openenv.policy.base import PolicyRequest
@@ -29,6 +29,7 @@ from kiln_verify.openenv.session import Session
 from kiln_verify.openenv.verify import verify_bundle
 from oracle.runner import ServerHandle
 from tests.collect.conftest import Start, files_in
+from tests.collect.options import make_controls
 
 PLAN = GroupPlan(3, 1, 7, {"seed": 7})
 WHERE = "group 3 (environment 1, http://x, seed 7)"
@@ -143,9 +144,7 @@ def _collect(
 ) -> None:
     """Collect into ``directory`` under the default relative names (so the summary's
     recorded paths, too, are the same in every directory)."""
-    controls = CollectionControls.create(
-        urls, groups=4, group_size=3, max_steps=3, thinking=False, **options
-    )
+    controls = make_controls(urls, groups=4, group_size=3, max_steps=3, thinking=False, **options)
     with monkeypatch.context() as patch:
         patch.chdir(directory)
         asyncio.run(run_collection(controls, RandomPolicy()))
@@ -201,7 +200,7 @@ def test_one_state_read_after_reset_before_the_first_policy_call(
     reads: int,
 ) -> None:
     log = _log_exchanges(monkeypatch)
-    controls = CollectionControls.create(
+    controls = make_controls(
         [servers["bandit"].base_url], groups=2, group_size=2, max_steps=2, concurrency=1,
         state_check=state_check, output=str(tmp_path / "d.jsonl"),
         replay_output=str(tmp_path / "r.json"), summary_output=str(tmp_path / "s.json"),
@@ -216,7 +215,7 @@ def test_a_group_of_one_reads_no_extra_state(
     servers: dict[str, ServerHandle], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = _log_exchanges(monkeypatch)
-    controls = CollectionControls.create(
+    controls = make_controls(
         [servers["bandit"].base_url], groups=2, group_size=1, max_steps=1,
         output=str(tmp_path / "d.jsonl"), replay_output=str(tmp_path / "r.json"),
         summary_output=str(tmp_path / "s.json"),
@@ -230,7 +229,7 @@ def test_a_different_reset_observation_keeps_its_message(
     start: Start, tmp_path: Path, state_check: bool
 ) -> None:
     handle = start("bandit", faults=["nondeterministic-reset"])
-    controls = CollectionControls.create(
+    controls = make_controls(
         [handle.base_url], groups=1, group_size=3, max_steps=1, state_check=state_check,
         output=str(tmp_path / "d.jsonl"), replay_output=str(tmp_path / "r.json"),
         summary_output=str(tmp_path / "s.json"),
@@ -246,4 +245,4 @@ def test_a_different_reset_observation_keeps_its_message(
 
 def test_state_check_must_be_a_boolean() -> None:
     with pytest.raises(UsageError, match="`state_check` must be true or false"):
-        CollectionControls.create(["http://127.0.0.1:1"], state_check="yes")
+        make_controls(["http://127.0.0.1:1"], state_check="yes")

@@ -29,6 +29,7 @@ from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.rollout import iter_rollout_lines
 from oracle.runner import ServerHandle
 from tests.collect.conftest import files_in, outputs
+from tests.collect.options import make_controls
 from tests.policy.lora_adapter import build_lora_adapter
 from tests.policy.tiny_model import build_tiny_model
 
@@ -163,7 +164,7 @@ def test_random_policy_is_refused(tmp_path: Path) -> None:
 
 def _controls(tmp_path: Path, url: str, **options: Any) -> CollectionControls:
     options = {"groups": 1, "group_size": 2, "max_steps": 1, **outputs(tmp_path), **options}
-    return CollectionControls.create([url], grpo_output=str(tmp_path / "g.jsonl"), **options)
+    return make_controls([url], grpo_output=str(tmp_path / "g.jsonl"), **options)
 
 
 def test_policy_without_provenance_is_refused_before_network(tmp_path: Path) -> None:
@@ -234,7 +235,7 @@ def test_retained_provenance_is_charged_to_the_budget(
     url = servers["bandit"].base_url
     plain_budget, grpo_budget = RetainedBudget(), RetainedBudget()
     options: dict[str, Any] = {"groups": 1, "group_size": 2, "max_steps": 1, **outputs(tmp_path)}
-    plain_controls = CollectionControls.create([url], max_action_tokens=8, **options)
+    plain_controls = make_controls([url], max_action_tokens=8, **options)
     plain = asyncio.run(collect(plain_controls, policy, budget=plain_budget))
     assert all(e.generations == () for g in plain.groups for e in g.episodes)  # dropped
     grpo = asyncio.run(

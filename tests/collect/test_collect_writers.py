@@ -1,7 +1,7 @@
 """The ``orjson`` writers give our writers' bytes, or step aside for them.
 
 ``kiln_verify.core.jsonfastwrite`` (compact and pretty text of any tree),
-``records/writefast`` (the replay manifest and observation records without ``to_json``)
+``records/writefast`` (records laid out from their declared fields, without ``to_json``)
 and the retained budget's sizing of parsed values are each compared with the reference
 they replace: the same bytes, or the same error code and message. The checks that they
 really take the fast route are here too, since a fast path that never runs would pass
@@ -42,6 +42,7 @@ from kiln_verify.openenv.records.replay import (
     ReplayManifest,
 )
 from kiln_verify.openenv.wire import Reward
+from tests.collect.options import make_controls
 from tests.records.fixtures import inspection
 
 
@@ -320,19 +321,16 @@ def _manifest(payload: Any, *, final_state: Any = None, unset: bool = False) -> 
 @pytest.mark.parametrize("final_state", [None, {"y": 1, "x": [2.5]}, "unset"])
 def test_replay_bytes_are_the_reference_bytes(payload: Any, final_state: Any) -> None:
     manifest = _manifest(payload, final_state=final_state, unset=final_state == "unset")
-    assert writefast.layouts_known()
-    fast = _outcome(writefast.replay_fast, manifest)
+    fast = _outcome(writefast.record_pretty, manifest)
     reference = _outcome(lambda m: dumps_pretty(m.to_json()), manifest)
-    if fast[0] == "ok" and fast[1] is None:  # not proven: replay_bytes uses the reference
-        return
     assert fast == reference
 
 
-def test_replay_fast_is_taken_for_plain_manifests() -> None:
+def test_the_derived_layout_is_taken_for_plain_manifests() -> None:
     manifest = _manifest(PAYLOADS[0], final_state={"pulls": 3})
-    data = writefast.replay_fast(manifest)
-    assert data is not None
-    assert data == dumps_pretty(manifest.to_json())
+    tree = writefast._tree(manifest, 0, True)  # raises where the layout steps aside
+    data = orjson.dumps(tree, option=jsonfastwrite.PRETTY) + b"\n"
+    assert data == writefast.record_pretty(manifest) == dumps_pretty(manifest.to_json())
     assert orjson.loads(data)["groups"][0]["candidates"][0]["final_state"] == {"pulls": 3}
 
 
@@ -346,7 +344,7 @@ def test_collected_bundles_are_the_reference_bytes(
     files equal what the reference writers make of the same collection."""
     import asyncio
 
-    from kiln_verify.openenv.collect import CollectionControls, build_bundle, collect
+    from kiln_verify.openenv.collect import build_bundle, collect
     from kiln_verify.openenv.policy.scripted import ScriptedPolicy
     from kiln_verify.openenv.records import serialize
     from tests.collect.conftest import outputs
@@ -354,7 +352,7 @@ def test_collected_bundles_are_the_reference_bytes(
     texts = ['{"arm": 1}', '{"amount": 2}', '{"arm": 3, "x": [1.5e-7]}', "nope", '{"arm": -1}', ""]
     policy = ScriptedPolicy(lambda request: texts[(request.step_index + request.seed) % len(texts)])
     options: dict[str, Any] = {"groups": 6, "group_size": 2, "max_steps": 4, **outputs(tmp_path)}
-    controls = CollectionControls.create(
+    controls = make_controls(
         [servers["bandit"].base_url, servers["counter"].base_url],
         thinking=False,
         max_recoverable_errors=1,
@@ -362,8 +360,8 @@ def test_collected_bundles_are_the_reference_bytes(
     )
     collection = asyncio.run(collect(controls, policy))
     fast = build_bundle(collection)
-    assert writefast.replay_fast is serialize.replay_fast  # type: ignore[attr-defined]
-    monkeypatch.setattr(serialize, "replay_fast", lambda manifest: None)
+    assert writefast.record_pretty is serialize.record_pretty  # type: ignore[attr-defined]
+    monkeypatch.setattr(serialize, "record_pretty", lambda record: dumps_pretty(record.to_json()))
     monkeypatch.setattr(serialize, "compact_bytes", dumps_compact)
     monkeypatch.setattr(serialize, "pretty_bytes", dumps_pretty)
     monkeypatch.setattr(serialize, "observation_compact", lambda r: dumps_compact(r.to_json()))

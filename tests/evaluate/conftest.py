@@ -23,6 +23,7 @@ from kiln_verify.openenv.policy.scripted import ScriptedPolicy
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
 from oracle.envs.bandit import ARMS, arm_ranks
 from oracle.runner import ServerConfig, ServerHandle, start_server
+from tests.collect.options import make_controls
 
 LANE: dict[str, Any] = {
     "groups": 20,
@@ -63,7 +64,7 @@ class Lane:
     evaluation: Evaluation
 
     def controls(self, **overrides: Any) -> CollectionControls:
-        return CollectionControls.create([self.server.base_url], **{**LANE, **overrides})
+        return make_controls([self.server.base_url], **{**LANE, **overrides})
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +77,7 @@ def bandit() -> Iterator[ServerHandle]:
 @pytest.fixture(scope="session")
 def lane(bandit: ServerHandle, tmp_path_factory: pytest.TempPathFactory) -> Lane:
     directory = tmp_path_factory.mktemp("lane")
-    controls = CollectionControls.create([bandit.base_url], **LANE)
+    controls = make_controls([bandit.base_url], **LANE)
     evaluation = asyncio.run(
         run_evaluation(
             controls,

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.errors import EvaluationPairingMismatch, TargetExists, UsageError
-from kiln_verify.openenv.collect import CollectionControls, run_collection
+from kiln_verify.openenv.collect import run_collection
 from kiln_verify.openenv.evaluate import (
     TrainingInterval,
     evaluate_bundles,
@@ -20,6 +20,7 @@ from kiln_verify.openenv.evaluate import (
 )
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
 from oracle.runner import ServerConfig, start_server
+from tests.collect.options import make_controls
 from tests.evaluate.conftest import LANE, Lane, best, summary_of, worst
 
 GATE = EnvironmentEvalGate(min_mean_improvement=0.0)
@@ -125,7 +126,7 @@ def test_collections_against_drifted_servers_are_not_paired(lane: Lane, tmp_path
     assert caught.value.location == "options"
     other = start_server(ServerConfig("bandit", max_sessions=1))
     try:
-        controls = CollectionControls.create(
+        controls = make_controls(
             [other.base_url],
             **LANE,
             output=str(tmp_path / "d.jsonl"),
@@ -155,7 +156,7 @@ def test_collections_against_drifted_servers_are_not_paired(lane: Lane, tmp_path
 
 
 def test_training_overlap_is_refused_before_any_network_contact(tmp_path: Path) -> None:
-    controls = CollectionControls.create(["http://127.0.0.1:9"], **LANE)
+    controls = make_controls(["http://127.0.0.1:9"], **LANE)
     with pytest.raises(UsageError, match="overlap"):
         asyncio.run(
             run_evaluation(controls, worst(), best(), tmp_path, training=TrainingInterval(1019, 5))
@@ -163,7 +164,7 @@ def test_training_overlap_is_refused_before_any_network_contact(tmp_path: Path) 
     with pytest.raises(UsageError, match="at least 20 groups"):
         asyncio.run(
             run_evaluation(
-                controls.__class__.create(["http://127.0.0.1:9"], **{**LANE, "groups": 19}),
+                make_controls(["http://127.0.0.1:9"], **{**LANE, "groups": 19}),
                 worst(),
                 best(),
                 tmp_path,

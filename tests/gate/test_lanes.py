@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from kiln_verify.core.jsonio import dumps_pretty
-from kiln_verify.openenv.collect import CollectionControls, run_collection
+from kiln_verify.openenv.collect import run_collection
 from kiln_verify.openenv.policy.base import PolicyRequest
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
 from kiln_verify.openenv.records.summary import read_summary, relabel_as_v2
 from kiln_verify.openenv.verify import verify_bundle
+from tests.collect.options import make_controls
 from tests.gate.support import requires_gate
 
 pytestmark = requires_gate
@@ -83,7 +84,7 @@ def correcting_bandit_policy(request: PolicyRequest) -> str:
 
 def test_training_lane_collects_verifies_and_replays(bandit_url: str, tmp_path: Path) -> None:
     paths = _outputs(tmp_path / "bundle")
-    controls = CollectionControls.create(
+    controls = make_controls(
         [bandit_url, bandit_url],
         reset_templates=[{"difficulty": "hard"}, {"split": "train"}],
         groups=2,
@@ -141,7 +142,7 @@ def test_training_lane_collects_verifies_and_replays(bandit_url: str, tmp_path: 
 def test_paired_evaluation_on_the_one_session_bandit(bandit_url: str, tmp_path: Path) -> None:
     from kiln_verify.openenv.evaluate import run_evaluation
 
-    controls = CollectionControls.create(
+    controls = make_controls(
         [bandit_url],
         groups=20,
         group_size=1,

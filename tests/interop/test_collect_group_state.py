@@ -29,6 +29,7 @@ from kiln_verify.errors import RecoverableProtocolError, ResetNondeterministic
 from kiln_verify.openenv.collect import CollectionControls, run_collection
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.verify import verify_bundle
+from tests.collect.options import make_controls
 from tests.interop.behaviour_kit import behaviour_urls
 
 __all__ = ["behaviour_urls"]
@@ -53,7 +54,7 @@ def late_state_url() -> Iterator[str]:
 
 def _controls(url: str, directory: Path, **options: Any) -> CollectionControls:
     chosen = {"groups": 2, "group_size": 3, "max_steps": 2, **options}
-    return CollectionControls.create(
+    return make_controls(
         [url], output=str(directory / FILES[2]), replay_output=str(directory / FILES[0]),
         summary_output=str(directory / FILES[1]), **chosen,
     )  # fmt: skip

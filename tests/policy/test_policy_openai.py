@@ -32,6 +32,7 @@ from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
 from kiln_verify.openenv.policy.openai_compat import OpenAICompatPolicy
 from kiln_verify.openenv.policy.openai_response import split_inline
 from kiln_verify.openenv.policy.registry import build_policy
+from tests.collect.options import make_controls
 from tests.policy.openai_stub import StubHandler, stub_server
 
 SECRET = "sk-test-SECRET-0123456789"
@@ -229,9 +230,9 @@ def test_identity_never_contains_the_key(server: str) -> None:
 
 def test_grpo_output_refusal_says_why(tmp_path: Any) -> None:
     from kiln_verify.errors import PolicyProvenanceMissing
-    from kiln_verify.openenv.collect import CollectionControls, grpo_tokenizer
+    from kiln_verify.openenv.collect import grpo_tokenizer
 
-    controls = CollectionControls.create(
+    controls = make_controls(
         ["http://127.0.0.1:9"], groups=1, group_size=2, max_steps=1,
         grpo_output=str(tmp_path / "g.jsonl"), output=str(tmp_path / "d"),
         replay_output=str(tmp_path / "r"), summary_output=str(tmp_path / "s"),

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from kiln_verify.openenv.collect import CollectionControls, run_collection
+from kiln_verify.openenv.collect import run_collection
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
 from oracle.runner import ServerHandle
+from tests.collect.options import make_controls
 
 Start = Callable[..., ServerHandle]
 Restart = Callable[..., ServerHandle]
@@ -45,7 +46,7 @@ def collect_bundle(
 ) -> Path:
     """Collect with the collector's API into ``directory``; the summary path is returned."""
     options = {"groups": len(urls), "group_size": 2, "max_steps": 3, **options}
-    controls = CollectionControls.create(
+    controls = make_controls(
         urls,
         output=str(directory / "openenv.rollouts.jsonl"),
         replay_output=str(directory / "openenv.replay.json"),

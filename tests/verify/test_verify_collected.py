@@ -12,12 +12,13 @@ import pytest
 
 from kiln_verify.core.jsonio import dumps_pretty
 from kiln_verify.errors import KilnError
-from kiln_verify.openenv.collect import CollectionControls, run_collection
+from kiln_verify.openenv.collect import run_collection
 from kiln_verify.openenv.policy.base import BehaviorPolicyIdentity, PolicyRequest, PolicyResponse
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.summary import read_summary, relabel_as_v2
 from kiln_verify.openenv.verify import verify_bundle
 from oracle.runner import ServerHandle, start_servers
+from tests.collect.options import make_controls
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def oracle_urls() -> Iterator[list[str]]:
 
 @pytest.fixture
 def collected(tmp_path: Path, oracle_urls: list[str]) -> Path:
-    controls = CollectionControls.create(
+    controls = make_controls(
         oracle_urls,
         groups=4,
         group_size=3,
@@ -98,7 +99,7 @@ def test_collected_invalid_tails_verify(
 ) -> None:
     """Every harness kind the collector writes, thinking on and off, is what the verifier
     re-derives from the recorded text (one rule, ``judge_model_reply``)."""
-    controls = CollectionControls.create(
+    controls = make_controls(
         oracle_urls[1:],
         groups=1,
         group_size=len(_ReasoningPolicy.REPLIES),

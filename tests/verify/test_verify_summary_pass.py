@@ -91,3 +91,15 @@ def test_an_unchanged_summary_verifies(tmp_path: Path, monkeypatch: pytest.Monke
     report = verify_bundle(bundle.summary)
     assert report.rollouts == 10
     assert calls == [1]
+
+
+def test_the_typed_view_has_exactly_the_record_fields_in_order() -> None:
+    """Pass 2's typed view reads the object pass 1 validated as a ``RolloutRecord``: one
+    attribute per model field, in the model's order (a new field shows up here)."""
+    from kiln_verify.openenv.records.summary import RolloutRecord
+    from kiln_verify.openenv.verify.summary_pass import SUMMARY_RECORD_FIELDS, SummaryRecord
+
+    assert tuple(RolloutRecord.model_fields) == SUMMARY_RECORD_FIELDS
+    assert set(SummaryRecord.__slots__) == set(SUMMARY_RECORD_FIELDS)
+    view = SummaryRecord({"group_index": 3, "termination": "done"})
+    assert (view.group_index, view.termination, view.protocol_error_code) == (3, "done", None)

@@ -3,9 +3,12 @@
 ==============  ===========================================================================
 module          job
 ==============  ===========================================================================
-``controls``    :class:`CollectionControls`: every §5.1 check before any network contact
+``controls``    :class:`CollectionOptions` (declared once) and :class:`CollectionControls`:
+                every §5.1 check before any network contact
 ``plan``        reset plan (seed-free templates), deterministic group plan, retained budget
-``episode``     one candidate episode: the §5.4 loop and the §7.3 outcome table
+``machine``     one candidate episode as a Sans-I/O state machine: §5.4, the §7.3 table
+``assemble``    a finished episode's validated corpus, replay and summary records
+``episode``     the asyncio driver of one episode (session, policy call, keep-alive)
 ``engine``      :func:`collect`: discovery, groups, integrity, revalidation
 ``bundle``      :func:`build_bundle`: the corpus, replay and summary bytes; statistics
 ``grpo_corpus`` :func:`build_grpo_corpus`: the optional ``--grpo-output`` GRPO rows
@@ -30,6 +33,7 @@ from kiln_verify.openenv.collect.controls import (
     DEFAULT_REPLAY,
     DEFAULT_SUMMARY,
     CollectionControls,
+    CollectionOptions,
     load_reset_options,
 )
 from kiln_verify.openenv.collect.engine import (
@@ -53,6 +57,7 @@ __all__ = [
     "CollectedGroup",
     "Collection",
     "CollectionControls",
+    "CollectionOptions",
     "GroupPlan",
     "ProgressEvent",
     "ProgressHook",
@@ -80,7 +85,8 @@ def grpo_tokenizer(controls: CollectionControls, policy: Policy) -> Mapping[str,
         why = getattr(policy, "PROVENANCE_UNAVAILABLE", None)
         raise PolicyProvenanceMissing(
             f"`grpo_output` needs a policy that records exact token provenance from one "
-            f"tokenizer; {type(policy).__name__} does not" + (f" ({why})" if why else "")
+            f"tokenizer; {type(policy).__name__} does not" + (f" ({why})" if why else ""),
+            fields=("grpo_output",),
         )
     return policy.tokenizer_identity()
 

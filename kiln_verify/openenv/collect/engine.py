@@ -251,8 +251,8 @@ async def collect(
             EnvironmentContext(index, client, inspection_record(found), found.action_schema)
             for index, (client, found) in enumerate(zip(clients, first, strict=True))
         ]
-        notify(ProgressEvent("collecting", 0, controls.groups))
-        semaphore = asyncio.Semaphore(controls.in_flight)
+        notify(ProgressEvent("collecting", 0, controls.options.groups))
+        semaphore = asyncio.Semaphore(controls.options.in_flight)
         groups: list[CollectedGroup] = []
         finished = 0
 
@@ -273,18 +273,23 @@ async def collect(
                 )
             if result is not None:
                 finished += 1
-                notify(ProgressEvent("episode", finished, controls.rollout_count))
+                notify(ProgressEvent("episode", finished, controls.options.rollout_count))
             return result
 
         # A group of one has nothing to compare its state with.
-        checked = controls.state_check and controls.group_size > 1
-        for plan in group_plan(reset_plan, controls.groups, controls.seed_start):
+        checked = controls.options.state_check and controls.options.group_size > 1
+        for plan in group_plan(reset_plan, controls.options.groups, controls.options.seed_start):
             env = contexts[plan.environment_index]
             url = env.inspection.identity.base_url
             budget.charge(plan.reset_payload, what="a reset payload")
-            arrival = _arrival(GroupCheck(plan, controls.group_size, url)) if checked else None
+            arrival = (
+                _arrival(GroupCheck(plan, controls.options.group_size, url)) if checked else None
+            )
             results = await _gather_or_cancel(
-                [candidate(env, plan, index, arrival) for index in range(controls.group_size)]
+                [
+                    candidate(env, plan, index, arrival)
+                    for index in range(controls.options.group_size)
+                ]
             )
             # A candidate stops (None) only in a failing group, whose last arrival raised.
             episodes = [result for result in results if result is not None]
@@ -295,7 +300,7 @@ async def collect(
             groups.append(
                 CollectedGroup(plan, episodes[0].messages, episodes[0].reset_observation, episodes)
             )
-            notify(ProgressEvent("group", len(groups), controls.groups))
+            notify(ProgressEvent("group", len(groups), controls.options.groups))
         notify(ProgressEvent("revalidating"))
         again = await _gather_or_cancel([client.inspect() for client in clients])
         problems: list[str] = []

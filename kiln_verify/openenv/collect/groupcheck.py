@@ -89,6 +89,7 @@ def state_read_failed(exc: KilnError, plan: GroupPlan, url: str, candidate_index
         "expensive, turn `state_check` off (--no-state-check)"
     )
     exc.hint = f"{exc.hint}; {skip}" if exc.hint else skip
+    exc.fields = (*exc.fields, "state_check")
     exc.args = (exc.rule,)
     return exc
 

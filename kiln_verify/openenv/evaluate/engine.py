@@ -104,13 +104,15 @@ def check_training_overlap(seed_start: int, groups: int, training: TrainingInter
         return
     if training.seed_start < 0 or training.groups < 1:
         raise UsageError(
-            "the training interval needs `training_seed_start` >= 0 and `training_groups` >= 1"
+            "the training interval needs `training_seed_start` >= 0 and `training_groups` >= 1",
+            fields=("training_seed_start", "training_groups"),
         )
     if training.overlaps(seed_start, groups):
         raise UsageError(
             f"evaluation seeds [{seed_start}, {seed_start + groups}) overlap the training "
             f"seeds [{training.seed_start}, {training.next_seed})",
             hint=f"evaluate on held-out seeds, e.g. `seed_start` {training.next_seed}",
+            fields=("seed_start",),
         )
 
 
@@ -120,11 +122,12 @@ def check_live_request(
     training: TrainingInterval | None,
 ) -> None:
     """The live form's request rules (no network): held-out seeds; a gate needs 20 groups."""
-    check_training_overlap(controls.seed_start, controls.groups, training)
-    if gate is not None and controls.groups < MINIMUM_PAIRED_GROUPS:
+    check_training_overlap(controls.options.seed_start, controls.options.groups, training)
+    if gate is not None and controls.options.groups < MINIMUM_PAIRED_GROUPS:
         raise UsageError(
-            f"a gate needs at least {MINIMUM_PAIRED_GROUPS} groups (got {controls.groups})",
+            f"a gate needs at least {MINIMUM_PAIRED_GROUPS} groups (got {controls.options.groups})",
             hint="raise `groups` or drop the gate for a diagnostic run",
+            fields=("groups",),
         )
 
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 from kiln_verify.core.digest import Sha256Digest, canonical_digest, sha256_bytes
 from kiln_verify.core.jsonenc import parsed_text
 from kiln_verify.core.jsonfastwrite import compact_bytes, pretty_bytes
-from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
+from kiln_verify.core.jsonio import dumps_compact
 from kiln_verify.errors import LimitExceeded, RecordInvalid, SummaryVersionUnsupported
 from kiln_verify.limits import (
     MAX_OPENENV_DATASET_BYTES,
@@ -39,7 +39,7 @@ from kiln_verify.openenv.records.summary import (
     RolloutSummary,
     check_version_rules,
 )
-from kiln_verify.openenv.records.writefast import observation_compact, replay_fast
+from kiln_verify.openenv.records.writefast import observation_compact, record_pretty
 from kiln_verify.records import ChatMessage, Record, sort_keys
 
 __all__ = [
@@ -129,12 +129,11 @@ def _pretty(record: Record, cap: int, limit: str, what: str) -> bytes:
 def replay_bytes(manifest: ReplayManifest) -> bytes:
     """The replay file: pretty JSON + ``\\n`` (refused above ``MAX_OPENENV_REPLAY_BYTES``).
 
-    Written by :func:`~kiln_verify.openenv.records.writefast.replay_fast` when it can prove
-    its bytes, else as ``dumps_pretty(manifest.to_json())`` (the reference).
+    ``dumps_pretty(manifest.to_json())``, written by
+    :func:`~kiln_verify.openenv.records.writefast.record_pretty` where it proves its bytes
+    (the reference otherwise).
     """
-    data = replay_fast(manifest)
-    if data is None:
-        data = dumps_pretty(manifest.to_json())
+    data = record_pretty(manifest)
     return _capped(data, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES", "replay")
 
 

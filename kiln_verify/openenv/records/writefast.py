@@ -1,242 +1,269 @@
-"""The replay manifest and observation records written by ``orjson``, proven equal.
+"""Any record written by ``orjson``, laid out from the model's declared fields, proven equal.
 
 Record-shaped uses of :mod:`kiln_verify.core.jsonfastwrite` (which explains when an
-``orjson`` text is accepted). :func:`replay_fast` builds the replay manifest's tree
-without ``to_json`` for the records repeated per exchange (``to_json`` re-sorted every
-free-form value in Python, about as costly as writing): each free-form value is written
-once by ``orjson`` with sorted keys, re-indented to its fixed depth in the manifest and
-inserted as an ``orjson.Fragment``. Free-form values may hold anything a Python caller
-put there; ``orjson`` and pydantic's JSON mode agree on what both accept (NaN and
-infinities become ``null``, tuples arrays, enums their values), and everything else is
-refused and falls back. It knows the field layout of those records and checks it
-against the classes (names, aliases, omission rules, serializers) before use; any other
-layout, and every record it does not know, goes through ``to_json``.
+``orjson`` text is accepted). :func:`record_pretty` and :func:`record_compact` give the
+bytes of ``dumps_pretty(record.to_json())`` / ``dumps_compact(record.to_json())`` without
+``to_json``, which re-sorts every free-form value in Python (about as costly as writing
+the replay manifest): each free-form value is written once by ``orjson`` with sorted
+keys (re-indented to its depth in pretty text) and inserted as an ``orjson.Fragment``.
+
+Nothing here names a record or a field. The layout of a class is derived once from what
+the model declares (:func:`_layout`): its fields in declaration order, each one's output
+name (alias), ``exclude``, ``exclude_if`` (the base's ``_omit_when_none``), the base's
+``_omit_when_unset`` rule, which fields hold free-form JSON (a ``sort_keys`` serializer,
+directly or on the items of a list), other plain serializers (applied, and their result
+must be a JSON scalar) and the record classes a field may hold. A class declaring anything
+else that shapes its output (field or other model serializers, computed fields, ``ser_*``
+settings, a serializer on a nested type the layout cannot follow) has no layout and goes
+through ``to_json``, as does any value of a type the field does not declare. So a new
+field needs no edit here; ``tests/records/test_writefast.py`` compares both writers on
+generated instances of every record class.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Final
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Union
 
 import orjson
+from pydantic import PlainSerializer
 
 from kiln_verify.core.jsonfastwrite import (
     PLAIN,
     PRETTY,
     SORTED,
     SORTED_PRETTY,
-    compact_bytes,
     pretty_checked,
     proven_compact,
 )
-from kiln_verify.openenv.records.observation import ObservationRecord
-from kiln_verify.openenv.records.replay import (
-    ObservationResult,
-    ReplayCandidate,
-    ReplayExchange,
-    ReplayGroup,
-    ReplayManifest,
-)
-from kiln_verify.records import Record
+from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
+from kiln_verify.records import Record, sort_keys
 
-__all__ = ["layouts_known", "observation_compact", "replay_fast"]
+__all__ = ["observation_compact", "record_compact", "record_pretty"]
 
 # "\n" plus the pretty indent of each depth a fragment is inserted at.
-_NEWLINE_INDENT: Final = tuple(b"\n" + b"  " * depth for depth in range(16))
+_NEWLINE_INDENT: Final = tuple(b"\n" + b"  " * depth for depth in range(32))
+_SCALARS: Final = (str, int, float, bool, type(None))
+_KNOWN_CONFIG: Final = frozenset(
+    {"extra", "frozen", "populate_by_name", "json_schema_extra", "title", "strict"}
+)
 
 
-def observation_compact(record: ObservationRecord) -> bytes:
-    """``dumps_compact(record.to_json())``, assembled from the record's parts where proven
-    (the members in field order, the free-form parts with sorted keys, ``metadata``
-    omitted when ``None``), without pydantic's serializer or the sorted copy."""
-    if type(record) is ObservationRecord and layouts_known():
-        try:
-            parts = [
-                b'{"observation":',
-                orjson.dumps(record.observation, option=SORTED),
-                b',"reward":',
-                orjson.dumps(record.reward.to_json(), option=PLAIN),
-                b',"done":true' if record.done is True else b',"done":false',
-            ]
-            if record.metadata is not None:
-                parts += [b',"metadata":', orjson.dumps(record.metadata, option=SORTED)]
-            parts.append(b"}")
-            raw = proven_compact(b"".join(parts), record.to_json)
-        except Exception:  # any failure: the reference runs and decides the error
-            raw = None
-        if raw is not None:
-            return raw
-    return compact_bytes(record.to_json())
+class _NoLayout(Exception):
+    """The value (or its class) is not one the derived layout writes: use ``to_json``."""
 
 
-# --- the replay manifest -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Member:
+    """One declared field as the serializer writes it."""
+
+    name: str
+    key: str
+    exclude_if: Callable[[Any], bool] | None
+    unset_omitted: bool
+    free: bool
+    scalar: Callable[[Any], Any] | None
+    records: frozenset[type[Record]]
 
 
-def _free(value: Any, depth: int) -> orjson.Fragment:
-    """A free-form value (``sort_keys`` on output) at ``depth`` in the pretty manifest."""
+_LAYOUTS: dict[type[Record], tuple[_Member, ...] | None] = {}
+
+
+def _serializers(metadata: list[Any] | tuple[Any, ...]) -> list[PlainSerializer]:
+    return [item for item in metadata if isinstance(item, PlainSerializer)]
+
+
+def _shape(annotation: Any) -> tuple[bool, frozenset[type[Record]]]:
+    """(holds free-form JSON, the record classes it may hold) of a nested annotation;
+    :class:`_NoLayout` for a nested serializer other than a free-form one where the
+    layout could not follow it (inside a mapping, or any other function)."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        inner, *metadata = typing.get_args(annotation)
+        found = _serializers(metadata)
+        if found:
+            if len(found) != 1 or found[0].func is not sort_keys:
+                raise _NoLayout
+            free, records = _shape(inner)
+            if records:
+                raise _NoLayout
+            return True, frozenset()
+        return _shape(inner)
+    if origin in (Union, types.UnionType, list, typing.Literal):
+        free, records = False, frozenset[type[Record]]()
+        if origin is typing.Literal:
+            return False, records
+        for argument in typing.get_args(annotation):
+            more_free, more = _shape(argument)
+            free, records = free or more_free, records | more
+        if free and records:
+            raise _NoLayout
+        return free, records
+    if origin is not None:  # dict[...], tuple[...]: a serializer inside would be reordered
+        for argument in typing.get_args(annotation):
+            free, records = _shape(argument)
+            if free or records:
+                raise _NoLayout
+        return False, frozenset()
+    if isinstance(annotation, type) and issubclass(annotation, Record):
+        return False, frozenset({annotation})
+    return False, frozenset()
+
+
+def _layout(cls: type[Record]) -> tuple[_Member, ...] | None:
+    """The class's members as pydantic's JSON mode writes them, or ``None`` (no layout)."""
+    if cls in _LAYOUTS:
+        return _LAYOUTS[cls]
+    layout: tuple[_Member, ...] | None
+    try:
+        layout = _derive(cls)
+    except _NoLayout:
+        layout = None
+    _LAYOUTS[cls] = layout
+    return layout
+
+
+def _takes_info(func: Callable[..., Any]) -> bool:
+    """Whether a plain serializer takes pydantic's info argument (the layout does not
+    pass one, so such a field has no layout)."""
+    try:
+        return len(inspect.signature(func).parameters) != 1
+    except (TypeError, ValueError):
+        return True
+
+
+def _derive(cls: type[Record]) -> tuple[_Member, ...]:
+    decorators = cls.__pydantic_decorators__
+    if decorators.field_serializers or decorators.computed_fields:
+        raise _NoLayout
+    unset = frozenset(cls._omit_when_unset)
+    serializers = list(decorators.model_serializers.values())
+    # The only model serializer a record may declare is the base's omit-when-unset wrap.
+    if serializers and not (
+        unset and len(serializers) == 1 and serializers[0].info.mode == "wrap"
+    ):
+        raise _NoLayout
+    if set(cls.model_config) - _KNOWN_CONFIG:
+        raise _NoLayout
+    members = []
+    for name, field in cls.model_fields.items():
+        if field.exclude:
+            continue
+        found = _serializers(field.metadata)
+        free, records = _shape(field.annotation)
+        scalar = None
+        if found:
+            serializer = found[0]
+            if len(found) != 1 or serializer.when_used != "always" or records:
+                raise _NoLayout
+            if serializer.func is not sort_keys and _takes_info(serializer.func):
+                raise _NoLayout
+            if serializer.func is sort_keys:
+                free = True
+            else:
+                scalar = typing.cast(Callable[[Any], Any], serializer.func)
+        members.append(
+            _Member(
+                name=name,
+                key=field.serialization_alias or field.alias or name,
+                exclude_if=field.exclude_if,
+                unset_omitted=name in unset,
+                free=free,
+                scalar=scalar,
+                records=records,
+            )
+        )
+    return tuple(members)
+
+
+def _free(value: Any, depth: int, pretty: bool) -> orjson.Fragment:
+    """A free-form value (``sort_keys`` on output) at ``depth`` of the document."""
+    if not pretty:
+        return orjson.Fragment(orjson.dumps(value, option=SORTED))
     raw = orjson.dumps(value, option=SORTED_PRETTY)
     if b"\n" in raw:
         raw = raw.replace(b"\n", _NEWLINE_INDENT[depth])
     return orjson.Fragment(raw)
 
 
-def _observation(record: ObservationRecord, depth: int) -> dict[str, Any]:
+def _value(value: Any, records: frozenset[type[Record]], depth: int, pretty: bool) -> Any:
+    """A non-free member value: records by their layout, lists item by item."""
+    if isinstance(value, Record):
+        if type(value) not in records:
+            raise _NoLayout  # pydantic writes a value by its declared type, not its own
+        return _tree(value, depth, pretty)
+    if type(value) is list and records:
+        return [_value(item, records, depth + 1, pretty) for item in value]
+    _finite(value)
+    return value
+
+
+def _finite(value: Any) -> None:
+    """Refuse a non-finite float outside free-form values: ``orjson`` writes it as
+    ``null``, while ``to_json`` keeps it for a typed field (and the reference refuses it)."""
+    kind = type(value)
+    if kind is float:
+        if value - value != 0.0:  # NaN or an infinity
+            raise _NoLayout
+    elif kind is list or kind is tuple:
+        for item in value:
+            _finite(item)
+    elif kind is dict:
+        for item in value.values():
+            _finite(item)
+
+
+def _tree(record: Record, depth: int, pretty: bool) -> dict[str, Any]:
     """``record.to_json()`` at ``depth`` (its members at ``depth + 1``)."""
-    tree: dict[str, Any] = {
-        "observation": _free(record.observation, depth + 1),
-        "reward": record.reward.to_json(),
-        "done": record.done,
-    }
-    if record.metadata is not None:
-        tree["metadata"] = _free(record.metadata, depth + 1)
+    layout = _layout(type(record))
+    if layout is None:
+        raise _NoLayout
+    values = record.__dict__
+    tree: dict[str, Any] = {}
+    for member in layout:
+        value = values[member.name]
+        if member.exclude_if is not None and member.exclude_if(value):
+            continue
+        if member.unset_omitted and member.name not in record.model_fields_set:
+            continue
+        if member.free:
+            tree[member.key] = _free(value, depth + 1, pretty)
+        elif member.scalar is not None:
+            written = member.scalar(value)
+            if type(written) not in _SCALARS:
+                raise _NoLayout
+            _finite(written)
+            tree[member.key] = written
+        else:
+            tree[member.key] = _value(value, member.records, depth + 1, pretty)
     return tree
 
 
-def _exchange(exchange: ReplayExchange) -> Any:
-    """An exchange at depth 6 (manifest > groups > group > candidates > candidate >
-    exchanges > exchange); protocol errors (rare) through ``to_json``."""
-    result = exchange.result
-    if type(exchange) is not ReplayExchange or type(result) is not ObservationResult:
-        return exchange.to_json()
-    return {
-        "step_index": exchange.step_index,
-        "action": _free(exchange.action, 7),
-        "result": {"kind": result.kind, "observation": _observation(result.observation, 8)},
-    }
-
-
-def _candidate(candidate: ReplayCandidate) -> Any:
-    if type(candidate) is not ReplayCandidate:
-        return candidate.to_json()
-    tree: dict[str, Any] = {
-        "candidate_index": candidate.candidate_index,
-        "exchanges": [_exchange(exchange) for exchange in candidate.exchanges],
-    }
-    if "final_state" in candidate.model_fields_set:
-        tree["final_state"] = _free(candidate.final_state, 5)
-    tree["episode_return"] = candidate.episode_return
-    tree["terminal_done"] = candidate.terminal_done
-    tree["termination"] = candidate.termination
-    tree["recoverable_protocol_errors"] = candidate.recoverable_protocol_errors
-    tree["capacity_retries"] = candidate.capacity_retries
-    tree["model_tokens"] = candidate.model_tokens
-    tree["model_latency_ms"] = candidate.model_latency_ms
-    return tree
-
-
-def _group(group: ReplayGroup) -> Any:
-    if type(group) is not ReplayGroup or type(group.reset_observation) is not ObservationRecord:
-        return group.to_json()
-    return {
-        "group_index": group.group_index,
-        "environment_index": group.environment_index,
-        "seed": group.seed,
-        "reset_payload": _free(group.reset_payload, 3),
-        "reset_observation": _observation(group.reset_observation, 3),
-        "candidates": [_candidate(candidate) for candidate in group.candidates],
-    }
-
-
-# The layouts the builders above write, checked against the classes before first use:
-# (field name, output name, omitted when None) in declaration order, plus the serializers
-# that shape the output (a changed record falls back to ``to_json`` rather than drift).
-_LAYOUTS: Final[dict[type[Record], tuple[tuple[str, str, bool], ...]]] = {
-    ObservationRecord: (
-        ("observation", "observation", False),
-        ("reward", "reward", False),
-        ("done", "done", False),
-        ("metadata", "metadata", True),
-    ),
-    ObservationResult: (("kind", "kind", False), ("observation", "observation", False)),
-    ReplayExchange: (
-        ("step_index", "step_index", False),
-        ("action", "action", False),
-        ("result", "result", False),
-    ),
-    ReplayCandidate: tuple(
-        (name, name, False)
-        for name in (
-            "candidate_index",
-            "exchanges",
-            "final_state",
-            "episode_return",
-            "terminal_done",
-            "termination",
-            "recoverable_protocol_errors",
-            "capacity_retries",
-            "model_tokens",
-            "model_latency_ms",
-        )
-    ),
-    ReplayGroup: tuple(
-        (name, name, False)
-        for name in (
-            "group_index",
-            "environment_index",
-            "seed",
-            "reset_payload",
-            "reset_observation",
-            "candidates",
-        )
-    ),
-}
-_MODEL_SERIALIZERS: Final[dict[type[Record], frozenset[str]]] = {
-    ReplayCandidate: frozenset({"_omit_unset"}),
-}
-_OMIT_WHEN_UNSET: Final[dict[type[Record], frozenset[str]]] = {
-    ReplayCandidate: frozenset({"final_state"}),
-}
-# Fields whose annotated serializer the builders apply themselves (by name of function).
-_FIELD_SERIALIZERS: Final[dict[tuple[type[Record], str], str]] = {
-    (ObservationRecord, "observation"): "sort_keys",
-    (ObservationRecord, "metadata"): "sort_keys",
-    (ObservationRecord, "reward"): "<lambda>",
-    (ReplayExchange, "action"): "sort_keys",
-    (ReplayCandidate, "final_state"): "sort_keys",
-    (ReplayGroup, "reset_payload"): "sort_keys",
-}
-
-
-def _field_serializer(cls: type[Record], name: str) -> str | None:
-    for item in cls.model_fields[name].metadata:
-        func = getattr(item, "func", None)
-        if func is not None and type(item).__name__ == "PlainSerializer":
-            return str(getattr(func, "__name__", "?"))
-    return None
-
-
-@functools.cache
-def layouts_known() -> bool:
-    """Whether every record :func:`replay_fast` builds still has the layout it writes."""
-    for cls, layout in _LAYOUTS.items():
-        fields = cls.model_fields
-        found = tuple(
-            (name, field.alias or name, field.exclude_if is not None)
-            for name, field in fields.items()
-        )
-        if found != layout:
-            return False
-        decorators = cls.__pydantic_decorators__
-        if set(decorators.model_serializers) != _MODEL_SERIALIZERS.get(cls, frozenset()):
-            return False
-        if decorators.field_serializers:
-            return False
-        if frozenset(cls._omit_when_unset) != _OMIT_WHEN_UNSET.get(cls, frozenset()):
-            return False
-        for name in fields:
-            if _field_serializer(cls, name) != _FIELD_SERIALIZERS.get((cls, name)):
-                return False
-    return tuple(ReplayManifest.model_fields)[-1] == "groups"
-
-
-def replay_fast(manifest: ReplayManifest) -> bytes | None:
-    """``dumps_pretty(manifest.to_json())``, or ``None`` where it cannot be proven."""
-    if type(manifest) is not ReplayManifest or not layouts_known():
-        return None
+def record_pretty(record: Record) -> bytes:
+    """``dumps_pretty(record.to_json())`` (pretty JSON + LF): derived where proven, else
+    the reference, which alone decides every error."""
     try:
-        tree = manifest.model_dump(mode="json", by_alias=True, exclude={"groups"})
-        tree["groups"] = [_group(group) for group in manifest.groups]
-        raw = orjson.dumps(tree, option=PRETTY)
+        raw = orjson.dumps(_tree(record, 0, True), option=PRETTY)
     except Exception:  # any failure: the reference runs and decides the error
-        return None
-    return pretty_checked(raw)
+        data = None
+    else:
+        data = pretty_checked(raw)
+    return dumps_pretty(record.to_json()) if data is None else data
+
+
+def record_compact(record: Record) -> bytes:
+    """``dumps_compact(record.to_json())``: derived where proven, else the reference."""
+    try:
+        raw = orjson.dumps(_tree(record, 0, False), option=PLAIN)
+        data = proven_compact(raw, record.to_json)
+    except Exception:  # any failure: the reference runs and decides the error
+        data = None
+    return dumps_compact(record.to_json()) if data is None else data
+
+
+observation_compact = record_compact
+"""The reset observation's group-integrity preimage (``serialize.reset_observation_sha256``)."""

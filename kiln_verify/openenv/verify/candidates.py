@@ -17,7 +17,6 @@ collector's rule, so its code and message must be exactly what the collector wri
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ from kiln_verify.openenv.records.replay import (
 from kiln_verify.openenv.records.rollout import TURN_BREAK, OpenEnvRolloutProvenance, ScoredRollout
 from kiln_verify.openenv.verify.observer import HarnessError
 from kiln_verify.openenv.verify.replay_checks import where
+from kiln_verify.openenv.verify.summary_pass import SummaryRecord
 from kiln_verify.openenv.verify.tails import TailRules
 from kiln_verify.records import BehaviorPolicyIdentity, TurnSegment, bits_equal
 
@@ -98,34 +98,30 @@ def _json_content(content: str) -> Any:
         return None
 
 
-def _same(found: Any, wanted: Any) -> bool:
-    return found == wanted and type(found) is type(wanted)
-
-
-def _provenance_holds(
+def _provenance_expected(
     prov: OpenEnvRolloutProvenance, candidate: ReplayCandidate, ctx: CandidateContext
-) -> bool:
-    """Whether every pair :func:`_check_provenance` compares is equal, without building its
-    list (the usual case); the comparisons are the same pure ones, so a ``False`` here is
-    exactly a failure there, which then names the first differing field."""
+) -> tuple[tuple[str, Any], ...]:
+    """(``openenv`` field, the value the replay / inspection gives it), in the order the
+    first difference is named: the one declaration of what provenance must mirror."""
     identity = ctx.inspection.identity
-    return (
-        _same(prov.steps, len(candidate.exchanges))
-        and _same(prov.seed, ctx.seed)
-        and _same(prov.termination, candidate.termination)
-        and _same(prov.terminal_done, candidate.terminal_done)
-        and _same(prov.protocol_error_code, final_error_code(candidate))
-        and _same(prov.environment_name, identity.metadata.name)
-        and _same(prov.environment_base_url, identity.base_url)
-        and _same(prov.openapi_version, identity.openapi_version)
-        and _same(prov.environment_schema_sha256, identity.schema_sha256)
-        and _same(prov.action_schema_sha256, ctx.action_schema_sha256)
-        and _same(prov.reset_sha256, ctx.reset_sha256)
-        and (
-            prov.discovery_sha256 is None or _same(prov.discovery_sha256, identity.discovery_sha256)
-        )
-        and (not ctx.check_behavior_policy or _same(prov.behavior_policy, ctx.behavior_policy))
+    expected: tuple[tuple[str, Any], ...] = (
+        ("steps", len(candidate.exchanges)),
+        ("seed", ctx.seed),
+        ("termination", candidate.termination),
+        ("terminal_done", candidate.terminal_done),
+        ("protocol_error_code", final_error_code(candidate)),
+        ("environment_name", identity.metadata.name),
+        ("environment_base_url", identity.base_url),
+        ("openapi_version", identity.openapi_version),
+        ("environment_schema_sha256", identity.schema_sha256),
+        ("action_schema_sha256", ctx.action_schema_sha256),
+        ("reset_sha256", ctx.reset_sha256),
     )
+    if prov.discovery_sha256 is not None:  # optional in the record: compared when present
+        expected += (("discovery_sha256", identity.discovery_sha256),)
+    if ctx.check_behavior_policy:
+        expected += (("behavior_policy", ctx.behavior_policy),)
+    return expected
 
 
 def _check_provenance(
@@ -142,28 +138,8 @@ def _check_provenance(
             line=ctx.line,
             location=where(ctx.group, candidate.candidate_index),
         )
-    identity = ctx.inspection.identity
-    if _provenance_holds(prov, candidate, ctx):
-        return
-    # something differs: the ordered list below names the first difference
-    expected: list[tuple[str, Any, Any]] = [
-        ("steps", prov.steps, len(candidate.exchanges)),
-        ("seed", prov.seed, ctx.seed),
-        ("termination", prov.termination, candidate.termination),
-        ("terminal_done", prov.terminal_done, candidate.terminal_done),
-        ("protocol_error_code", prov.protocol_error_code, final_error_code(candidate)),
-        ("environment_name", prov.environment_name, identity.metadata.name),
-        ("environment_base_url", prov.environment_base_url, identity.base_url),
-        ("openapi_version", prov.openapi_version, identity.openapi_version),
-        ("environment_schema_sha256", prov.environment_schema_sha256, identity.schema_sha256),
-        ("action_schema_sha256", prov.action_schema_sha256, ctx.action_schema_sha256),
-        ("reset_sha256", prov.reset_sha256, ctx.reset_sha256),
-    ]
-    if prov.discovery_sha256 is not None:
-        expected.append(("discovery_sha256", prov.discovery_sha256, identity.discovery_sha256))
-    if ctx.check_behavior_policy:
-        expected.append(("behavior_policy", prov.behavior_policy, ctx.behavior_policy))
-    for name, found, wanted in expected:
+    for name, wanted in _provenance_expected(prov, candidate, ctx):
+        found = getattr(prov, name)
         if found != wanted or type(found) is not type(wanted):
             raise BundleProvenanceMismatch(
                 f"openenv.{name} differs from the replay / inspection (§6.9)",
@@ -275,71 +251,39 @@ def _float_bits_equal(found: Any, wanted: float) -> bool:
     return type(found) is float and bits_equal(found, wanted)
 
 
-def _record_pairs(
-    get: Callable[[str], Any], candidate: ReplayCandidate, ctx: CandidateContext
-) -> tuple[tuple[str, Any, Any], ...]:
-    """(field, summary value, replay value) in field order: the first unequal one is named."""
+def _check_record(record: SummaryRecord, candidate: ReplayCandidate, ctx: CandidateContext) -> None:
+    """``record``: the summary record pass 2 read (:class:`SummaryRecord`, the object pass
+    1 validated); what it must repeat of the replay, declared once, in the order the first
+    difference is named. A changed file's value compares unequal and never raises."""
     identity = ctx.inspection.identity
-    return (
-        ("group_index", get("group_index"), ctx.group),
-        ("candidate_index", get("candidate_index"), candidate.candidate_index),
-        ("environment_name", get("environment_name"), identity.metadata.name),
-        ("environment_url", get("environment_url"), identity.base_url),
-        ("seed", get("seed"), ctx.seed),
-        ("steps", get("steps"), len(candidate.exchanges)),
-        ("termination", get("termination"), candidate.termination),
-        ("terminal_done", get("terminal_done"), candidate.terminal_done),
-        ("protocol_error_code", get("protocol_error_code"), final_error_code(candidate)),
-        (
-            "recoverable_protocol_errors",
-            get("recoverable_protocol_errors"),
-            candidate.recoverable_protocol_errors,
-        ),
-        ("capacity_retries", get("capacity_retries"), candidate.capacity_retries),
-        ("model_tokens", get("model_tokens"), candidate.model_tokens),
+    expected: tuple[tuple[str, Any], ...] = (
+        ("group_index", ctx.group),
+        ("candidate_index", candidate.candidate_index),
+        ("environment_name", identity.metadata.name),
+        ("environment_url", identity.base_url),
+        ("seed", ctx.seed),
+        ("steps", len(candidate.exchanges)),
+        ("termination", candidate.termination),
+        ("terminal_done", candidate.terminal_done),
+        ("protocol_error_code", final_error_code(candidate)),
+        ("recoverable_protocol_errors", candidate.recoverable_protocol_errors),
+        ("capacity_retries", candidate.capacity_retries),
+        ("model_tokens", candidate.model_tokens),
     )
-
-
-def _check_record(
-    record: dict[str, Any], candidate: ReplayCandidate, ctx: CandidateContext
-) -> None:
-    """``record``: a summary record as parsed in pass 2, i.e. the JSON object pass 1
-    validated as a ``RolloutRecord`` (:mod:`kiln_verify.openenv.verify.summary_pass`):
-    same values and types. Absent optional keys read as ``None``, the model's default;
-    any other value, should the file have changed, compares unequal and never raises."""
-    identity = ctx.inspection.identity
-    get = record.get
-    if (  # the usual case: all equal, no tuple built (same comparisons as the loop below)
-        get("group_index") == ctx.group
-        and get("candidate_index") == candidate.candidate_index
-        and get("environment_name") == identity.metadata.name
-        and get("environment_url") == identity.base_url
-        and get("seed") == ctx.seed
-        and get("steps") == len(candidate.exchanges)
-        and get("termination") == candidate.termination
-        and get("terminal_done") == candidate.terminal_done
-        and get("protocol_error_code") == final_error_code(candidate)
-        and get("recoverable_protocol_errors") == candidate.recoverable_protocol_errors
-        and get("capacity_retries") == candidate.capacity_retries
-        and get("model_tokens") == candidate.model_tokens
-    ):
-        pairs: tuple[tuple[str, Any, Any], ...] = ()
-    else:
-        pairs = _record_pairs(get, candidate, ctx)
-    for name, found, wanted in pairs:
-        if found != wanted:
+    for name, wanted in expected:
+        if getattr(record, name) != wanted:
             raise BundleRecordMismatch(
                 f"rollouts[].{name} differs from the replay (§6.9)",
                 path=ctx.summary_shown,
                 location=where(ctx.group, candidate.candidate_index),
             )
-    if not _float_bits_equal(get("episode_return"), candidate.episode_return):
+    if not _float_bits_equal(record.episode_return, candidate.episode_return):
         raise BundleReturnMismatch(
             "rollouts[].episode_return differs bit-wise from the replay (§6.9)",
             path=ctx.summary_shown,
             location=where(ctx.group, candidate.candidate_index),
         )
-    if not _float_bits_equal(get("model_latency_ms"), candidate.model_latency_ms):
+    if not _float_bits_equal(record.model_latency_ms, candidate.model_latency_ms):
         raise BundleRecordMismatch(
             "rollouts[].model_latency_ms differs bit-wise from the replay (§6.9)",
             path=ctx.summary_shown,
@@ -350,7 +294,7 @@ def _check_record(
 def check_candidate(
     completion: ScoredRollout,
     candidate: ReplayCandidate,
-    record: dict[str, Any],
+    record: SummaryRecord,
     ctx: CandidateContext,
 ) -> HarnessError | None:
     """All of §6.9 for one candidate (``record`` as :func:`_check_record` takes it); the

@@ -13,12 +13,12 @@ meaningless if it raises.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from kiln_verify.openenv.records.rollout import ScoredRollout
 from kiln_verify.openenv.records.summary import RolloutSummary
+from kiln_verify.openenv.verify.summary_pass import SummaryRecord
 
 __all__ = ["CandidateObserver", "HarnessError", "VerifiedCandidate"]
 
@@ -35,14 +35,14 @@ class HarnessError:
 class VerifiedCandidate:
     """One candidate that passed §6.9.
 
-    ``record`` is the summary's rollout record as pass 2 parsed it: the very object pass 1
-    validated as a ``RolloutRecord`` (same values and types; an absent optional key reads
-    as ``None``); ``completion`` its corpus completion; ``environment_index`` the
-    environment of its group (§6.8: ``group_index mod n``).
+    ``record`` is the summary's rollout record as pass 2 read it: a typed view of the very
+    object pass 1 validated as a ``RolloutRecord`` (same values and types; an absent
+    optional field reads as ``None``); ``completion`` its corpus completion;
+    ``environment_index`` the environment of its group (§6.8: ``group_index mod n``).
     """
 
     environment_index: int
-    record: Mapping[str, Any]
+    record: SummaryRecord
     completion: ScoredRollout
     harness_error: HarnessError | None
 
