@@ -211,7 +211,11 @@ class CollectionControls:
             self._check_grpo(resolved)
 
     def _check_grpo(self, bundle_paths: set[str]) -> None:
-        """``grpo_output``: only single-action episodes in real groups map onto GRPO rows."""
+        """``grpo_output``: real groups (two or more candidates) and an exact f32 temperature.
+
+        Multi-step episodes and a thinking budget are recorded as one token stream per
+        episode (``collect.grpo_corpus``); whether the policy can record them is checked
+        against the policy (``collect.grpo_tokenizer``) and by the policy itself."""
         # the HF record layer costs start-up time every rollout would pay; only this flag needs it
         from kiln_verify.hf.manifest.grpo import F32
         from kiln_verify.hf.manifest.grpo import MIN_GROUP_COMPLETIONS as MIN_GRPO_GROUP_SIZE
@@ -224,16 +228,6 @@ class CollectionControls:
             raise GrpoOutputUnsupported(
                 f"`grpo_output` needs `group_size` >= {MIN_GRPO_GROUP_SIZE} (got "
                 f"{self.group_size}): a GRPO row compares at least two completions of one prompt"
-            )
-        if self.max_steps != 1:
-            raise GrpoOutputUnsupported(
-                f"`grpo_output` needs `max_steps` 1 (got {self.max_steps}): a GRPO completion "
-                "is one generation, so only single-action episodes are represented exactly"
-            )
-        if self.thinking_budget_tokens is not None:
-            raise GrpoOutputUnsupported(
-                "`grpo_output` cannot record `thinking_budget_tokens` (forced close tokens "
-                "need the budget's close token ids, which the collector does not know)"
             )
         try:
             TypeAdapter(F32).validate_python(self.temperature)

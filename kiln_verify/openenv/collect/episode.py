@@ -21,8 +21,10 @@ horizon exhausted                  ``max_steps``
 =================================  ================  ===========  =====  ==============
 
 With ``--grpo-output`` each model call's :class:`TokenProvenance` and final content are
-retained (charged to the retained-representation budget) for the GRPO corpus; a response
-without provenance is ``policy_provenance_missing``. Without it they are dropped at once.
+retained (charged to the retained-representation budget) for the GRPO corpus, and each
+request after the first carries the previous call's provenance (``prior``) so the policy
+continues one token stream (kiln_verify.tokens.stream); a response without provenance is
+``policy_provenance_missing``. Without it they are dropped at once.
 
 Every other client error (transport, timeout, poisoned session, reflection, policy
 failure) propagates and aborts the whole collection. The return is summed in exchange
@@ -342,6 +344,9 @@ async def run_episode(
                 thinking=controls.thinking,
                 observation=latest,
                 environment_name=env.name,
+                thinking_budget_tokens=controls.thinking_budget_tokens,
+                # recording: the policy continues the token stream of the previous turn
+                prior=generations[-1].provenance if generations else None,
             )
             response = await _act(session, policy, request)
             if retain:
