@@ -69,7 +69,8 @@ def synthetic_groups(
     model: Path, count: int = 2, *, adapter: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """``count`` groups of two completions; odd groups think, closing ``</think>`` with
-    forced tokens once the budget (the length of the sampled reasoning) ran out. Built as JSON (not through the models) so tests can mutate them."""
+    forced tokens once the budget (the length of the sampled reasoning) ran out. Built as
+    JSON (not through the models) so tests can mutate them."""
     from transformers import AutoTokenizer
 
     from kiln_verify.hf.digests import prompt_messages_digest, scored_payload_digest
