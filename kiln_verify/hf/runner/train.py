@@ -829,6 +829,63 @@ def iter_grpo_rows(root: str, relative: str = "train.jsonl") -> Iterator[tuple[b
             yield row, group
 
 
+def _token_id(value: Json) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+
+
+def check_action_tokens(prov: dict[str, Json], trajectory: bool, where: str) -> None:
+    """The §4.7 token rules of one completion (RolloutProvenanceV1::validate)."""
+    ids, count = prov.get("input_token_ids"), prov.get("prompt_token_count")
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or not all(_token_id(t) for t in ids)
+        or not isinstance(count, int)
+        or isinstance(count, bool)
+        or not 1 <= count <= len(ids)
+    ):
+        fail("grpo-action-tokens", f"{where}: input_token_ids/prompt_token_count are invalid")
+    sampling = prov.get("sampling")
+    budget = sampling.get("thinking_budget") if isinstance(sampling, dict) else None
+    close = budget.get("close_token_ids") if isinstance(budget, dict) else None
+    actions = prov.get("action_tokens")
+    if not isinstance(actions, list) or not actions:
+        fail("grpo-action-tokens", f"{where}: action_tokens must be a non-empty list")
+    previous, positions, sampled = -1, [], 0
+    for action in actions:
+        a = obj(action, f"{where} action token", {"sequence_index", "token_id", "source"},
+                frozenset({"behavior_logprob"}))  # fmt: skip
+        index = uint(a["sequence_index"], f"{where} sequence_index")
+        if index == previous:
+            fail("grpo-action-overlap", f"{where}: position {index} is listed twice (the "
+                 "sampled and forced masks overlap)")  # fmt: skip
+        if index < previous or not count <= index < len(ids) or a["token_id"] != ids[index]:
+            fail("grpo-action-tokens", f"{where}: action token {index} is out of order, "
+                 "outside the completion or not the sequence's token")  # fmt: skip
+        previous = index
+        positions.append(index)
+        logprob = a.get("behavior_logprob")
+        if a["source"] == "sampled":
+            if (
+                isinstance(logprob, bool)
+                or not isinstance(logprob, int | float)
+                or not math.isfinite(logprob)
+                or logprob > 1e-6
+            ):
+                fail("grpo-action-tokens", f"{where}: sampled token {index} has no log-prob")
+            sampled += 1
+        elif a["source"] != "forced" or logprob is not None:
+            fail("grpo-action-tokens", f"{where}: token {index} is neither sampled nor forced")
+        elif not isinstance(close, list) or a["token_id"] not in close:
+            fail("grpo-forced-token", f"{where}: forced token {index} is not one of the "
+                 "thinking budget's close_token_ids")  # fmt: skip
+    if not sampled:
+        fail("grpo-action-tokens", f"{where}: no action token is sampled")
+    if not trajectory and positions != list(range(count, len(ids))):
+        fail("grpo-action-tokens", f"{where}: without a trajectory every completion position "
+             "must be an action token")  # fmt: skip
+
+
 def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
     """Stream the GRPO corpus: framing, digest, row count, one uniform width; returns it."""
     h = _grpo_corpus_hasher()
@@ -864,6 +921,7 @@ def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
             prov = c["provenance"]
             if not isinstance(prov, dict) or prov.get("schema") != ROLLOUT_SCHEMA:
                 fail("grpo-corpus", f"group {count} completion {c_index} lacks rollout provenance")
+            check_action_tokens(prov, "trajectory" in c, f"group {count} completion {c_index}")
             if policy is None:
                 policy = prov.get("behavior_policy")
             elif prov.get("behavior_policy") != policy:
@@ -875,6 +933,307 @@ def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
     if _grpo_corpus_finish(h, count) != corpus:
         fail("grpo-corpus", "ordered_corpus_sha256 does not match train.jsonl")
     return width
+
+
+# ----------------------------------------------------------------------------------------
+# token replay of trajectory rows (after the preflight; imports tokenizers and transformers'
+# template renderer, never torch). Mirrors the library's token-stream rule
+# (docs/hf-contract.md, "The token stream of a trajectory");
+# tests/hf_runner/test_runner_stream.py runs both side by side on the same rows.
+# Single-generation rows are replayed by kiln-verify itself at export and verification.
+
+THINK_CLOSE = "</think>"
+RESERVED_TEMPLATE_ARGUMENTS = frozenset(
+    {
+        "messages",
+        "add_generation_prompt",
+        "tools",
+        "tool_choice",
+        "conversations",
+        "documents",
+        "chat_template",
+        "continue_final_message",
+        "return_assistant_tokens_mask",
+    }
+)
+STREAM_FIX = "record the corpus again with the exported tokenizer and chat template"
+
+
+class StreamCodec:
+    """The exported tokenizer.json and chat_template.jinja: render, encode, decode."""
+
+    def __init__(self, tokenizer_json: bytes, template: bytes) -> None:
+        try:
+            from tokenizers import Tokenizer
+            from transformers.utils.chat_template_utils import render_jinja_template
+        except ImportError:
+            fail(
+                "grpo-replay-unavailable",
+                "token replay needs tokenizers and transformers (with jinja2)",
+                "install the pinned requirements.lock",
+            )
+        self.render_jinja: Any = render_jinja_template
+        try:
+            self.tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
+            self.template = template.decode("utf-8")
+        except Exception as exc:
+            fail("grpo-replay-prompt", f"the exported tokenizer or template does not load: {exc}")
+        self.special = frozenset(
+            int(i) for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special
+        )
+
+    def render(
+        self, messages: list[Json], invocation: dict[str, Json], generation: bool, rule: str
+    ) -> str:
+        kwargs = dict(invocation.get("template_kwargs") or {})
+        clash = sorted(RESERVED_TEMPLATE_ARGUMENTS & kwargs.keys())
+        if clash:
+            fail(rule, f"template_kwargs sets {clash[0]!r}, which the template call owns")
+        if invocation.get("tool_choice") is not None:
+            kwargs["tool_choice"] = invocation["tool_choice"]
+        try:
+            rendered, _ = self.render_jinja(
+                conversations=[[dict(m) for m in messages]],
+                tools=invocation.get("tools"),
+                chat_template=self.template,
+                add_generation_prompt=generation,
+                **kwargs,
+            )
+            text = rendered[0]
+        except ImportError:
+            fail("grpo-replay-unavailable", "chat templates need jinja2", "install the lock")
+        except Exception as exc:
+            fail(rule, f"the conversation does not render: {type(exc).__name__}", STREAM_FIX)
+        if not isinstance(text, str):
+            fail(rule, "the chat template did not render text", STREAM_FIX)
+        return text
+
+    def encode(self, text: str) -> list[int]:
+        return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False).ids]
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+
+def first_difference(a: Any, b: Any) -> int:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def stream_action_stop(
+    codec: StreamCodec, ids: list[int], content: str, final: bool, thinking: bool
+) -> str | None:
+    """The stop-token text with which ``ids`` spell ``content`` ("" for none), or None."""
+    options = [(ids, "")]
+    if ids and ids[-1] in codec.special:
+        options.append((ids[:-1], codec.decode(ids[-1:])))
+    for body, stop in options:
+        decoded = codec.decode(body)
+        if decoded == content:
+            return stop
+        if final and thinking:
+            head, sep, tail = decoded.partition(THINK_CLOSE)
+            if sep and not tail.strip() and head == content:
+                return stop
+    return None
+
+
+def stream_next_turn(
+    codec: StreamCodec,
+    invocation: dict[str, Json],
+    text: str,
+    action_ids: list[int],
+    content: str,
+    next_chat: list[Json],
+    where: str,
+) -> tuple[str, list[int]]:
+    """Turn k+1 from turn k: its rendering and the environment tokens appended."""
+    stop = stream_action_stop(codec, action_ids, content, False, False)
+    if stop is None:
+        at = first_difference(codec.decode(action_ids), content)
+        fail("grpo-stream-action-text", f"{where}: the action tokens differ at character {at}")
+    rendered = codec.render(next_chat, invocation, True, "grpo-stream-unrenderable")
+    head = text + content
+    if not rendered.startswith(head) or not rendered[len(head) :].startswith(stop):
+        fail(
+            "grpo-stream-template",
+            f"{where}: the next turn renders differently from character "
+            f"{first_difference(rendered, head + stop)}: the template is not prefix-preserving",
+            "use a prefix-preserving chat template",
+        )
+    return rendered, codec.encode(rendered[len(head) + len(stop) :])
+
+
+def stream_check_forced(
+    codec: StreamCodec,
+    ids: list[int],
+    sources: list[str],
+    budget: Json,
+    thinking: bool,
+    where: str,
+) -> None:
+    """Forced tokens are the budget's close tokens, once, where the budget ran out."""
+    forced = [i for i, s in enumerate(sources) if s == "forced"]
+    b = budget if isinstance(budget, dict) else None
+    limit = b.get("max_tokens") if b else None
+    timed = b is not None and b.get("max_time_ms") is not None
+    if not forced:
+        bound = limit if isinstance(limit, int) and thinking and not timed else len(ids)
+        if len(ids) > bound and THINK_CLOSE not in codec.decode(ids[:bound]):
+            fail("grpo-stream-forced", f"{where}: the reasoning ran past the budget")
+        return
+    if not thinking or b is None:
+        fail("grpo-stream-forced", f"{where}: forced tokens without a thinking budget")
+    close = list(b.get("close_token_ids") or [])
+    start = forced[0]
+    if forced != list(range(start, start + len(close))) or ids[start : start + len(close)] != close:
+        fail("grpo-stream-forced", f"{where}: the forced tokens are not one run of close tokens")
+    if isinstance(limit, int) and (start > limit or (start < limit and not timed)):
+        fail("grpo-stream-forced", f"{where}: close tokens forced after {start} tokens")
+    if THINK_CLOSE in codec.decode(ids[:start]):
+        fail("grpo-stream-forced", f"{where}: close tokens forced after the reasoning closed")
+
+
+def replay_trajectory_row(
+    codec: StreamCodec,
+    messages: list[Json],
+    completion: dict[str, Json],
+    where: str,
+) -> None:
+    """The whole stream of one trajectory completion (the library's replay, mirrored)."""
+    prov = completion["provenance"]
+    assert isinstance(prov, dict)
+    invocation = prov.get("template_invocation") or {}
+    assert isinstance(invocation, dict)
+    thinking = (invocation.get("template_kwargs") or {}).get("enable_thinking") is True
+    ids: list[int] = list(prov["input_token_ids"])
+    count: int = prov["prompt_token_count"]
+    actions = {t["sequence_index"]: t["source"] for t in prov["action_tokens"]}
+    budget = (prov.get("sampling") or {}).get("thinking_budget")
+    segments = completion["trajectory"]
+    assert isinstance(segments, list)
+    turns = []
+    for s in segments:
+        message = {"role": s["role"], "content": s["content"]}
+        if s.get("tool_call_id") is not None:
+            message["tool_call_id"] = s["tool_call_id"]
+        turns.append(message)
+    text = codec.render(messages, invocation, True, "grpo-replay-prompt")
+    prompt = codec.encode(text)
+    if ids[:count] != prompt or len(prompt) != count:
+        fail("grpo-replay-prompt", f"{where}: the recorded prompt differs at token "
+             f"{first_difference(ids[:count], prompt)}", STREAM_FIX)  # fmt: skip
+    action_at = [i for i, s in enumerate(segments) if s.get("kind") == "action"]
+    roles = {segments[i]["role"] for i in action_at}
+    if not action_at or action_at[0] != 0 or roles != {"assistant"}:
+        fail("grpo-stream-unrenderable", f"{where}: the trajectory does not start with an "
+             "assistant action", STREAM_FIX)  # fmt: skip
+    pos, length = count, len(ids)
+    for number, seg in enumerate(action_at):
+        here = f"{where} action {number}"
+        content = segments[seg]["content"]
+        if pos >= length or pos not in actions:
+            fail("grpo-stream-boundary", f"{here}: token {pos} does not begin the action")
+        end = pos
+        while end < length and end in actions:
+            end += 1
+        run, sources = ids[pos:end], [actions[i] for i in range(pos, end)]
+        if number == len(action_at) - 1:
+            if end != length:
+                fail("grpo-stream-boundary", f"{here}: token {end} follows the last action")
+            if stream_action_stop(codec, run, content, True, thinking) is None:
+                fail("grpo-stream-action-text", f"{here}: the action tokens differ from the text")
+            closed = codec.render(messages + turns[: seg + 1], invocation, False,
+                                  "grpo-stream-unrenderable")  # fmt: skip
+            if not closed.startswith(text + content):
+                fail("grpo-stream-template", f"{here}: the template rewrites the last turn",
+                     "use a prefix-preserving chat template")  # fmt: skip
+            stream_check_forced(codec, run, sources, budget, thinking, here)
+            return
+        next_chat = messages + turns[: action_at[number + 1]]
+        try:
+            text_next, env = stream_next_turn(
+                codec, invocation, text, run, content, next_chat, here
+            )
+        except ContractError as exc:
+            if exc.rule == "grpo-stream-action-text":
+                where_run = (pos, end, text, content, here)
+                classify_action_extent(codec, invocation, ids, next_chat, *where_run)
+            raise
+        stream_check_forced(codec, run, sources, budget, thinking, here)
+        if ids[end : end + len(env)] != env:
+            at = end + first_difference(ids[end : end + len(env)], env)
+            fail("grpo-stream-environment", f"{here}: token {at} is not the rendered environment")
+        marked = next((i for i in range(end, end + len(env)) if i in actions), None)
+        if marked is not None:
+            fail("grpo-stream-environment-marked",
+                 f"{here}: environment token {marked} is marked as an action token")  # fmt: skip
+        text, pos = text_next, end + len(env)
+
+
+def classify_action_extent(
+    codec: StreamCodec,
+    invocation: dict[str, Json],
+    ids: list[int],
+    next_chat: list[Json],
+    pos: int,
+    end: int,
+    text: str,
+    content: str,
+    where: str,
+) -> None:
+    """A run that does not spell its action: find the extent that would and name it."""
+    rendered = codec.render(next_chat, invocation, True, "grpo-stream-unrenderable")
+    horizon = min(len(ids), pos + len(content.encode("utf-8")) + 8)
+    for stop in range(pos + 1, horizon + 1):
+        if stop == end:
+            continue
+        closing = stream_action_stop(codec, ids[pos:stop], content, False, False)
+        head = text + content + (closing or "")
+        if closing is None or not rendered.startswith(head):
+            continue
+        env = codec.encode(rendered[len(head) :])
+        if ids[stop : stop + len(env)] != env:
+            continue
+        if stop < end:
+            fail("grpo-stream-environment-marked",
+                 f"{where}: environment token {stop} is marked as an action token")  # fmt: skip
+        fail("grpo-stream-boundary", f"{where}: token {end} belongs to the action but is unmarked")
+
+
+def replay_grpo_corpus(bundle: Bundle) -> int:
+    """Replay every trajectory completion of the verified corpus; returns how many. The
+    codec (and with it tokenizers and transformers) is loaded at the first trajectory."""
+
+    def load_codec() -> StreamCodec:
+        return StreamCodec(
+            read_verified(bundle.root, bundle.tokenizer, MAX_TOKENIZER_BYTES),
+            read_verified(
+                bundle.root,
+                manifest_identity(bundle, "model", "chat_template", "chat_template.jinja"),
+                16 * 1024 * 1024,
+            ),
+        )
+
+    dataset = manifest_identity(bundle, "data", "dataset", "train.jsonl")
+    lines = VerifiedLines(bundle.root, dataset)
+    replayed = 0
+    codec: StreamCodec | None = None
+    for number, line in enumerate(lines, start=1):
+        group = strict_json(line[:-1], f"train.jsonl row {number}")
+        assert isinstance(group, dict)
+        messages = group["messages"]
+        for index, completion in enumerate(group["completions"]):
+            if "trajectory" in completion:
+                if codec is None:
+                    codec = load_codec()
+                where = f"train.jsonl line {number} completion {index}"
+                replay_trajectory_row(codec, messages, completion, where)
+                replayed += 1
+    lines.check()
+    return replayed
 
 
 # ----------------------------------------------------------------------------------------
@@ -1223,6 +1582,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         pre = preflight(args)
+        if pre.bundle.task == "grpo":
+            replay_grpo_corpus(pre.bundle)
         if args.verify_only:
             print(
                 status_line(
