@@ -49,8 +49,9 @@ def _files(directory: Path, stem: str) -> list[str]:
 
 def corpus_figures(corpus: Path) -> dict[str, Any]:
     """Counts the round trip reports: rollouts, steps, tokens by kind, outcomes."""
-    figures = {"groups": 0, "rollouts": 0, "steps": [], "sampled": 0, "forced": 0,
-               "environment": 0, "prompt": 0, "recoverable_errors": 0, "rewards": set()}  # fmt: skip
+    figures: dict[str, Any] = {"groups": 0, "rollouts": 0, "steps": [], "sampled": 0,
+                               "forced": 0, "environment": 0, "prompt": 0,
+                               "recoverable_errors": 0, "rewards": set()}  # fmt: skip
     for line in corpus.read_bytes().splitlines():
         group = json.loads(line)
         figures["groups"] += 1

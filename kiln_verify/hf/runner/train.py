@@ -1959,10 +1959,22 @@ class GroupCursor:
                 self.rows = None
 
 
-def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    # private snapshot of the verified corpus; its identity is re-checked before every epoch
+@dataclass
+class GrpoCorpusStats:
+    """What the recorded-GRPO route needs to know about the corpus snapshot."""
+
+    dataset: Identity
+    prompts: list[str]
+    longest: int = 0
+    completions: int = 0
+    sampled: int = 0
+    forced: int = 0
+    policy: Json = None
+
+
+def snapshot_grpo_corpus(bundle: Bundle, work: str) -> GrpoCorpusStats:
+    """Step 1: copy the verified corpus into the private work directory (re-verified at
+    every epoch) and count what it holds."""
     dataset_ident = Identity(
         "train.jsonl",
         bundle.manifest["data"]["dataset"]["size_bytes"],
@@ -1975,28 +1987,24 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
             dst.flush()
             os.fsync(dst.fileno())
     verify_identity(work, dataset_ident)
-    prompts: list[str] = []
-    width = bundle.grpo_width
-    longest = completions = sampled = forced = 0
-    policy: Json = None
+    stats = GrpoCorpusStats(dataset_ident, [])
     for _row, group in iter_grpo_rows(work):
-        prompts.append(_prompt_text(group["messages"]))
+        stats.prompts.append(_prompt_text(group["messages"]))
         for completion in group["completions"]:
             record = completion_record(completion["provenance"])
-            longest = max(longest, len(record["completion_ids"]))
-            completions += 1
-            sampled += record["sampled"]
-            forced += record["forced"]
-            policy = completion["provenance"].get("behavior_policy")
-    if len(prompts) != bundle.rows:
+            stats.longest = max(stats.longest, len(record["completion_ids"]))
+            stats.completions += 1
+            stats.sampled += record["sampled"]
+            stats.forced += record["forced"]
+            stats.policy = completion["provenance"].get("behavior_policy")
+    if len(stats.prompts) != bundle.rows:
         fail("grpo-corpus", "the corpus snapshot changed while training started")
+    return stats
 
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
-    cursor = GroupCursor(work, dataset_ident)
+def recorded_rollout(width: int, cursor: GroupCursor) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """Step 2: TRL's ``rollout_func``: the next recorded group for every block of
+    ``width`` prompts, as recorded token ids, behaviour log-probs and env masks."""
 
     def rollout(batch: list[Any], trainer: Any) -> dict[str, Any]:
         if not batch or len(batch) % width:
@@ -2020,6 +2028,31 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
             cursor.consumed += 1
         return out
 
+    return rollout
+
+
+@dataclass
+class GrpoRun:
+    """The built trainer and the facts its effective configuration records."""
+
+    trainer: Any
+    peft_config: Any
+    dtype: str
+    checkpointing: bool
+    rank: int
+    epsilon_high: str
+
+
+def build_grpo_trainer(
+    args: argparse.Namespace, bundle: Bundle, work: str, stats: GrpoCorpusStats, cursor: GroupCursor
+) -> GrpoRun:
+    """Step 3: tokenizer (inference template), model, LoRA and TRL's ``GRPOTrainer`` whose
+    pi_old is the recorded behaviour log-probs."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
+
     def recorded_reward(
         prompts: list[Any], completions: list[Any], recorded_reward: list[float], **_: Any
     ) -> list[float | None]:
@@ -2036,6 +2069,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
             out["old_per_token_logps"] = recorded.detach()
             return out
 
+    width = bundle.grpo_width
     dtype = resolve_dtype(args.dtype)
     tokenizer: Any = AutoTokenizer.from_pretrained(
         args.base_model, local_files_only=True, trust_remote_code=False, use_fast=True
@@ -2067,7 +2101,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         per_device_train_batch_size=width * args.batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         num_generations=width,
-        max_completion_length=longest,
+        max_completion_length=stats.longest,
         shuffle_dataset=False,
         remove_unused_columns=False,
         steps_per_generation=1,
@@ -2102,10 +2136,10 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         model=model,
         reward_funcs=[recorded_reward],
         args=GRPOConfig(**config_kwargs),
-        train_dataset=Dataset.from_list([{"prompt": p} for p in prompts]),
+        train_dataset=Dataset.from_list([{"prompt": p} for p in stats.prompts]),
         processing_class=tokenizer,
         peft_config=peft_config,
-        rollout_func=rollout,
+        rollout_func=recorded_rollout(width, cursor),
     )
     if bundle.has_input_adapter and float(args.beta) != 0:
         if "ref" not in trainer.model.peft_config:
@@ -2113,32 +2147,34 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         for name, param in trainer.model.named_parameters():
             if ".ref." in name:
                 param.requires_grad_(False)  # the KL reference never moves
-    trainer.train()
-    if cursor.consumed == 0:
-        fail("grpo-rollout", "training consumed no recorded group")
-    adapter_dir = os.path.join(work, "adapter")
-    if trainer.is_world_process_zero():
-        # only the trained adapter; TRL's frozen "ref" copy is not an output
-        save_adapter(trainer.model, adapter_dir, ["default"])
+    return GrpoRun(trainer, peft_config, dtype, checkpointing, rank, epsilon_high)
+
+
+def grpo_effective_config(
+    args: argparse.Namespace, bundle: Bundle, stats: GrpoCorpusStats, run: GrpoRun
+) -> dict[str, Json]:
+    """Step 5: the tagged effective configuration of the result (§3.5)."""
+    width = bundle.grpo_width
     beta = float(args.beta)
     reference = "initial_adapter" if bundle.has_input_adapter else "base_model"
+    dtype, rank = run.dtype, run.rank
     config: dict[str, Json] = {
         "base_model": tagged("text", args.base_model),
         "behavior_policy": tagged("text", "recorded"),
-        "behavior_policy_sha256": tagged("text", sha256_text(canonical_json(policy))),
+        "behavior_policy_sha256": tagged("text", sha256_text(canonical_json(stats.policy))),
         "beta": tagged("decimal", args.beta),
         "bf16": tagged("boolean", dtype == "bfloat16"),
         "fp16": tagged("boolean", dtype == "float16"),
-        "dataset_completions": tagged("unsigned", completions),
-        "dataset_forced_action_tokens": tagged("unsigned", forced),
-        "dataset_groups": tagged("unsigned", len(prompts)),
-        "dataset_sampled_action_tokens": tagged("unsigned", sampled),
+        "dataset_completions": tagged("unsigned", stats.completions),
+        "dataset_forced_action_tokens": tagged("unsigned", stats.forced),
+        "dataset_groups": tagged("unsigned", len(stats.prompts)),
+        "dataset_sampled_action_tokens": tagged("unsigned", stats.sampled),
         "dtype": tagged("text", dtype),
         "epochs": tagged("decimal", args.epochs),
-        "epsilon_high": tagged("decimal", epsilon_high),
+        "epsilon_high": tagged("decimal", run.epsilon_high),
         "epsilon_low": tagged("decimal", args.epsilon),
         "gradient_accumulation_steps": tagged("unsigned", args.gradient_accumulation_steps),
-        "gradient_checkpointing": tagged("boolean", checkpointing),
+        "gradient_checkpointing": tagged("boolean", run.checkpointing),
         "groups_per_device_batch": tagged("unsigned", args.batch_size),
         "importance_sampling_level": tagged("text", args.importance_sampling_level),
         "input_adapter": tagged("boolean", bundle.has_input_adapter),
@@ -2147,7 +2183,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         "learning_rate": tagged("decimal", args.learning_rate),
         "loss_type": tagged("text", args.loss_type),
         "lr_scheduler_type": tagged("text", args.lr_scheduler),
-        "max_completion_length": tagged("unsigned", longest),
+        "max_completion_length": tagged("unsigned", stats.longest),
         "max_grad_norm": tagged("decimal", args.max_grad_norm),
         "num_generations": tagged("unsigned", width),
         "num_iterations": tagged("unsigned", 1),
@@ -2162,12 +2198,29 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         "warmup_ratio": tagged("decimal", args.warmup_ratio),
         "weight_decay": tagged("decimal", args.weight_decay),
     }
-    if peft_config is not None:
+    if run.peft_config is not None:
         config["lora_rank"] = tagged("unsigned", rank)
         config["lora_alpha"] = tagged("unsigned", args.lora_alpha or 2 * rank)
         config["lora_dropout"] = tagged("decimal", args.lora_dropout or "0.0")
         config["target_modules"] = tagged("text", ",".join(args.target_modules or LORA_TARGETS))
-    return adapter_dir, config
+    return config
+
+
+def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
+    """The recorded-GRPO route (§3.4): snapshot, rollout source, trainer, train, save."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    stats = snapshot_grpo_corpus(bundle, work)
+    cursor = GroupCursor(work, stats.dataset)
+    run = build_grpo_trainer(args, bundle, work, stats, cursor)
+    run.trainer.train()
+    if cursor.consumed == 0:
+        fail("grpo-rollout", "training consumed no recorded group")
+    adapter_dir = os.path.join(work, "adapter")
+    if run.trainer.is_world_process_zero():
+        # only the trained adapter; TRL's frozen "ref" copy is not an output
+        save_adapter(run.trainer.model, adapter_dir, ["default"])
+    return adapter_dir, grpo_effective_config(args, bundle, stats, run)
 
 
 # ----------------------------------------------------------------------------------------
