@@ -188,14 +188,18 @@ def _parse_int(digits: str) -> int | float:
 
 
 def strict_json(data: bytes, what: str) -> Json:
-    """Strict UTF-8 JSON: duplicate keys, NaN/Infinity and trailing data are rejected."""
+    """Strict UTF-8 JSON: duplicate keys, NaN/Infinity, trailing data and lone surrogate
+    escapes (``"\\ud800"``, which no UTF-8 text can hold) are rejected, as by the library's
+    reader (tests/hf_runner/test_runner_parity.py)."""
     try:
-        return json.loads(
+        value: Json = json.loads(
             data.decode("utf-8"),
             object_pairs_hook=_unique_object,
             parse_constant=_reject_constant,
             parse_int=_parse_int,
         )
+        _compact(value)  # UnicodeEncodeError (a ValueError) on a lone surrogate
+        return value
     except (UnicodeDecodeError, ValueError) as exc:
         fail("strict-json", f"{what} is not strict JSON ({exc})")
 
@@ -459,8 +463,8 @@ def parse_lock(data: bytes) -> tuple[dict[str, str], str | None]:
     return pins, platform
 
 
-def load_bundle(root: str) -> Bundle:
-    """Verify a pristine (or recoverable) export bundle per the §3.2 checks 1-14, 16."""
+def check_bundle_root(root: str) -> None:
+    """Step 2: the bundle root is a real directory, not a link or a file."""
     try:
         st = os.lstat(root)
     except OSError as exc:
@@ -471,6 +475,10 @@ def load_bundle(root: str) -> Bundle:
             f"bundle {root!r} is not a real directory (symlink or file)",
             "pass the extracted .kiln-hf directory itself",
         )
+
+
+def read_export_manifest(root: str) -> tuple[dict[str, Json], str, str]:
+    """Step 3: the export manifest: strict JSON, closed keys, versions, self-digest."""
     manifest = strict_json(
         read_bundle_file(root, EXPORT_MANIFEST, MAX_MANIFEST_BYTES), EXPORT_MANIFEST
     )
@@ -498,10 +506,24 @@ def load_bundle(root: str) -> Bundle:
     export_sha256 = sha(m["export_sha256"], "export_sha256")
     if canonical_digest(m, "export_sha256") != export_sha256:
         fail("manifest-digest", "export_sha256 does not match the manifest's canonical digest")
+    return m, task, export_sha256
 
-    declared = {EXPORT_MANIFEST}
-    to_verify: list[Identity] = []
 
+
+MODEL_FILES = {
+    "model_config": "kiln_model_config.json",
+    "tokenizer": "tokenizer.json",
+    "chat_template": "chat_template.jinja",
+    "native_training_chat_template": "kiln_training_chat_template.jinja",
+    "trl_training_chat_template": "training_chat_template.jinja",
+}
+
+
+def check_model_section(
+    m: dict[str, Json],
+) -> tuple[dict[str, Identity], str, list[tuple[str, int, str]]]:
+    """Step 4: the model section: served id, vocabulary digest, shard manifest (§5.4) and
+    the five model-file identities."""
     # model
     model = obj(
         m["model"],
@@ -520,16 +542,15 @@ def load_bundle(root: str) -> Bundle:
     text(model["served_model_id"], "model.served_model_id")
     vocab = sha(model["tokenizer_vocab_sha256"], "model.tokenizer_vocab_sha256")
     shards = check_shard_manifest(model["base_weight_shard_manifest"])
-    files = {
-        "model_config": "kiln_model_config.json",
-        "tokenizer": "tokenizer.json",
-        "chat_template": "chat_template.jinja",
-        "native_training_chat_template": "kiln_training_chat_template.jinja",
-        "trl_training_chat_template": "training_chat_template.jinja",
+    model_ids = {
+        key: identity(model[key], f"model.{key}", path) for key, path in MODEL_FILES.items()
     }
-    model_ids = {key: identity(model[key], f"model.{key}", path) for key, path in files.items()}
-    to_verify.extend(model_ids.values())
+    return model_ids, vocab, shards
 
+
+
+def check_provenance_cross(m: dict[str, Json], model_ids: dict[str, Identity], vocab: str) -> None:
+    """Step 6: the source execution provenance names exactly the exported model files."""
     # provenance cross-check (shape of the record beyond these fields is kiln-verify's job)
     prov = m["source_execution_provenance"]
     if not isinstance(prov, dict):
@@ -557,9 +578,13 @@ def load_bundle(root: str) -> Bundle:
                 f"source_execution_provenance.model.{key} differs from the exported file",
             )
 
+
+
+def input_adapter_identities(m: dict[str, Json]) -> list[Identity]:
+    """Step 5 (input adapter): the identities of the exported input adapter's files."""
+    to_verify: list[Identity] = []
     # input adapter
-    has_adapter = "input_adapter" in m
-    if has_adapter:
+    if "input_adapter" in m:
         adapter = obj(
             m["input_adapter"],
             "input_adapter",
@@ -584,6 +609,25 @@ def load_bundle(root: str) -> Bundle:
                 )
             )
 
+    return to_verify
+
+
+@dataclass
+class DataSection:
+    """The checked data section: task data identities and the numbers they must match."""
+
+    fields: dict[str, Json]
+    rows: int
+    corpus: str
+    dataset: Identity
+    receipt: Identity | None
+    identities: list[Identity]
+
+
+def check_data_section(m: dict[str, Json], task: str) -> DataSection:
+    """Step 7 (declarations): format, row count, corpus digest, dataset, split manifest
+    and, for SFT, the selection and its ingestion receipt."""
+    to_verify: list[Identity] = []
     # data
     data = m["data"]
     common = {"source_name", "format", "row_count", "ordered_corpus_sha256", "dataset"}
@@ -638,18 +682,30 @@ def load_bundle(root: str) -> Bundle:
         if dataset.size_bytes > MAX_GRPO_DATASET_BYTES:
             fail("grpo-corpus", "train.jsonl exceeds 64 GiB")
 
+    return DataSection(d, rows, corpus, dataset, receipt, to_verify)
+
+
+def load_bundle(root: str) -> Bundle:
+    """Verify a pristine (or recoverable) export bundle per the §3.2 checks 1-14, 16, as
+    the named steps above, in order."""
+    check_bundle_root(root)
+    m, task, export_sha256 = read_export_manifest(root)
+    declared = {EXPORT_MANIFEST}
+    model_ids, vocab, shards = check_model_section(m)
+    to_verify: list[Identity] = list(model_ids.values())
+    check_provenance_cross(m, model_ids, vocab)
+    has_adapter = "input_adapter" in m
+    to_verify.extend(input_adapter_identities(m))
+    data = check_data_section(m, task)
+    to_verify.extend(data.identities)
+    d, rows, corpus, dataset, receipt = (
+        data.fields, data.rows, data.corpus, data.dataset, data.receipt
+    )
     reference_script = identity(m["reference_script"], "reference_script", "train.py")
     lock = identity(m["environment_lock"], "environment_lock", "requirements.lock")
     to_verify.extend([reference_script, lock])
 
-    for ident in to_verify:
-        declared.add(ident.relative_path)
-    if len(declared) != len(to_verify) + 1:
-        fail("manifest-shape", "two artifact identities share one path")
-
-    for ident in to_verify:
-        verify_identity(root, ident)
-
+    verify_artifacts(root, declared, to_verify)
     bundle = Bundle(
         root,
         m,
@@ -664,28 +720,55 @@ def load_bundle(root: str) -> Bundle:
     )
     if task == "sft":
         assert receipt is not None
-        check_ingestion_receipt(root, d, receipt)
-        check_sft_rows(root, rows, dataset)
-        template = read_verified(root, model_ids["trl_training_chat_template"], 16 * 1024 * 1024)
-        if not (
-            re.search(rb"\{%-?\s*generation\s*-?%\}", template)
-            and re.search(rb"\{%-?\s*endgeneration\s*-?%\}", template)
-        ):
-            fail(
-                "training-template",
-                "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} "
-                "blocks, so assistant-only labels cannot be derived",
-            )
+        check_sft_task_data(root, d, receipt, dataset, rows, model_ids)
     else:
         bundle.grpo_width = scan_grpo_corpus(root, rows, corpus)
+    check_environment_lock(root, lock)
+    return bundle
 
+
+def verify_artifacts(root: str, declared: set[str], identities: list[Identity]) -> None:
+    """Step 5: every declared path once; every artifact's size and SHA-256 (no links)."""
+    for ident in identities:
+        declared.add(ident.relative_path)
+    if len(declared) != len(identities) + 1:
+        fail("manifest-shape", "two artifact identities share one path")
+    for ident in identities:
+        verify_identity(root, ident)
+
+
+def check_sft_task_data(
+    root: str,
+    d: dict[str, Json],
+    receipt: Identity,
+    dataset: Identity,
+    rows: int,
+    model_ids: dict[str, Identity],
+) -> None:
+    """Step 7 (SFT): the ingestion receipt, the rows and the TRL template's generation
+    blocks."""
+    check_ingestion_receipt(root, d, receipt)
+    check_sft_rows(root, rows, dataset)
+    template = read_verified(root, model_ids["trl_training_chat_template"], 16 * 1024 * 1024)
+    if not (
+        re.search(rb"\{%-?\s*generation\s*-?%\}", template)
+        and re.search(rb"\{%-?\s*endgeneration\s*-?%\}", template)
+    ):
+        fail(
+            "training-template",
+            "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} "
+            "blocks, so assistant-only labels cannot be derived",
+        )
+
+
+def check_environment_lock(root: str, lock: Identity) -> None:
+    """Step 8: requirements.lock declares exactly this runner's pins and platform range."""
     pins, platform = parse_lock(read_verified(root, lock, 1024 * 1024))
     if pins != PINNED_PACKAGES or platform != PLATFORM_TORCH_RANGE:
         fail(
             "environment-lock",
             "requirements.lock does not declare exactly this runner's pins and platform range",
         )
-    return bundle
 
 
 def check_shard_manifest(value: Json) -> list[tuple[str, int, str]]:
