@@ -140,6 +140,7 @@ from kiln_verify.errors.engines import (
 )
 from kiln_verify.errors.hf import (
     AdapterUnloadable,
+    ChatTemplateNotPrefixPreserving,
     HfBundleExtraFile,
     HfBundleMissingFile,
     HfError,
@@ -152,6 +153,13 @@ from kiln_verify.errors.hf import (
     HfTokenReplayUnavailable,
     HfTrainingTemplateUnderivable,
     ResidentIdentityMismatch,
+    TokenStreamActionTextMismatch,
+    TokenStreamBoundaryMismatch,
+    TokenStreamEnvironmentMarkedAction,
+    TokenStreamEnvironmentMismatch,
+    TokenStreamError,
+    TokenStreamForcedMismatch,
+    TokenStreamUnrenderable,
 )
 from kiln_verify.errors.openenv import (
     ActionInvalid,
@@ -216,6 +224,7 @@ __all__ = [
     "BundleStatsMismatch",
     "BundleTrajectoryMismatch",
     "CapacityExhausted",
+    "ChatTemplateNotPrefixPreserving",
     "CredentialInsecure",
     "CredentialInvalid",
     "CredentialReflected",
@@ -301,6 +310,13 @@ __all__ = [
     "TargetExists",
     "TaskApiInvalid",
     "TerminalProtocolError",
+    "TokenStreamActionTextMismatch",
+    "TokenStreamBoundaryMismatch",
+    "TokenStreamEnvironmentMarkedAction",
+    "TokenStreamEnvironmentMismatch",
+    "TokenStreamError",
+    "TokenStreamForcedMismatch",
+    "TokenStreamUnrenderable",
     "UnexpectedResponse",
     "UsageError",
     "snippet",

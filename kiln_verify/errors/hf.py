@@ -110,3 +110,76 @@ class HfTokenReplayUnavailable(HfError):
 
     code = "hf_token_replay_unavailable"
     default_hint = "install kiln-verify[train] (jinja2, tokenizers) and verify again"
+
+
+class TokenStreamError(HfError, abstract=True):
+    """A trajectory's recorded token stream breaks the token-stream rule
+    (docs/hf-contract.md "The token stream of a trajectory").
+
+    The same codes are raised where a stream is recorded (the ``transformers`` policy under
+    ``--grpo-output``) and where it is replayed (``hf export-grpo``, ``hf verify``); the
+    reference runner's ``--verify-only`` reports the matching ``grpo-stream-*`` rule.
+    """
+
+
+class ChatTemplateNotPrefixPreserving(TokenStreamError):
+    """The chat template rewrites what an earlier turn rendered.
+
+    Turn ``k+1``'s rendering must begin with turn ``k``'s rendering followed by the action
+    text and the token the model stopped with, or the tokens the model was conditioned on
+    cannot be one growing sequence.
+    """
+
+    code = "chat_template_not_prefix_preserving"
+    default_hint = (
+        "use a chat template that renders earlier turns exactly as it rendered them while "
+        "they were generated (keep reasoning in history, close assistant turns with the "
+        "model's stop token), or collect with --max-steps 1"
+    )
+
+
+class TokenStreamUnrenderable(TokenStreamError):
+    """A trajectory has no token stream under the rule: it does not start with an action,
+    an action is not an ``assistant`` turn, or the template refuses the conversation."""
+
+    code = "token_stream_unrenderable"
+    default_hint = "record trajectories whose actions are assistant turns, starting with one"
+
+
+class TokenStreamActionTextMismatch(TokenStreamError):
+    """An action's tokens do not decode to its trajectory segment (one character is enough)."""
+
+    code = "token_stream_action_text_mismatch"
+    default_hint = "record the corpus again; each action segment is the decoded sampled tokens"
+
+
+class TokenStreamEnvironmentMismatch(TokenStreamError):
+    """The tokens between two actions are not the template's rendering of the environment
+    turns between them, tokenized by the exported tokenizer."""
+
+    code = "token_stream_environment_mismatch"
+    default_hint = "record the corpus again with the exported tokenizer and chat template"
+
+
+class TokenStreamBoundaryMismatch(TokenStreamError):
+    """The recorded action positions do not start, end or split where the trajectory's
+    actions do (a shifted boundary, an unmarked action token, a missing or extra action)."""
+
+    code = "token_stream_boundary_mismatch"
+    default_hint = "record the corpus again; action_tokens must cover exactly each action"
+
+
+class TokenStreamEnvironmentMarkedAction(TokenStreamError):
+    """A position the rule assigns to the environment (template or observation tokens) is
+    marked as an action token: it would receive a policy gradient it never earned."""
+
+    code = "token_stream_environment_marked_action"
+    default_hint = "environment tokens carry no action_tokens entry (env_mask 0)"
+
+
+class TokenStreamForcedMismatch(TokenStreamError):
+    """Forced tokens are not exactly the thinking budget's close tokens at the point the
+    budget ran out (for example a sampled token relabelled ``forced``)."""
+
+    code = "token_stream_forced_mismatch"
+    default_hint = "only the thinking budget's close tokens, forced once it ran out, are forced"

@@ -15,10 +15,12 @@ replay proves its tokens *came from* them. For every completion of a group:
    token, the end-of-sequence, may be dropped) must reproduce ``text``, either whole or as
    the part after the first ``</think>``; with ``enable_thinking`` true and no ``</think>``
    decoded, the text must be empty (``hf_grpo_completion_replay_mismatch``);
-3. a completion with a ``trajectory`` cannot be replayed by this verifier (rendering a
-   multi-turn trajectory back to Kiln's production token stream is not specified well
-   enough to reproduce), so it fails closed with ``hf_grpo_completion_replay_mismatch``
-   rather than passing unreplayed.
+3. a completion with a ``trajectory`` is replayed by the token-stream rule
+   (:func:`kiln_verify.tokens.replay_trajectory`, docs/hf-contract.md "The token stream
+   of a trajectory"): every action, environment turn and boundary, each mismatch kind its
+   own ``token_stream_*`` / ``chat_template_not_prefix_preserving`` code;
+4. forced tokens are exactly a thinking budget's close tokens where it ran out
+   (:func:`kiln_verify.tokens.check_forced`, ``token_stream_forced_mismatch``).
 
 Rendering is ``transformers``' own ``render_jinja_template`` (the function behind
 ``apply_chat_template(tokenize=False)``, which the ``transformers`` policy records with),
@@ -33,90 +35,43 @@ which is not exported, so they are not passed: a template that needs them fails 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from kiln_verify.core.jsonio import dumps_canonical
-from kiln_verify.errors import (
-    HfGrpoCompletionReplayMismatch,
-    HfGrpoPromptReplayMismatch,
-    HfTokenReplayUnavailable,
-)
+from kiln_verify.errors import HfGrpoCompletionReplayMismatch, HfGrpoPromptReplayMismatch
 from kiln_verify.hf.manifest import GrpoCompletion, GrpoGroup
+from kiln_verify.tokens import (
+    THINK_CLOSE,
+    ActionBudget,
+    TokenCodec,
+    check_forced,
+    replay_trajectory,
+)
 
 __all__ = ["THINK_CLOSE", "TokenReplay"]
 
-THINK_CLOSE: Final = "</think>"
-_RESERVED: Final = frozenset(
-    {
-        "messages",
-        "add_generation_prompt",
-        "tools",
-        "tool_choice",
-        "conversations",
-        "documents",
-        "chat_template",
-        "continue_final_message",
-        "return_assistant_tokens_mask",
-    }
-)
-"""Template variables and renderer arguments the replay call itself sets."""
+
+def _budget(completion: GrpoCompletion) -> ActionBudget | None:
+    budget = completion.provenance.sampling.thinking_budget
+    if budget is None:
+        return None
+    return ActionBudget(budget.max_tokens, budget.max_time_ms, tuple(budget.close_token_ids))
 
 
 class TokenReplay:
     """Replays groups through one tokenizer (``tokenizer.json`` bytes) and template."""
 
     def __init__(self, tokenizer_json: bytes, chat_template: bytes) -> None:
-        try:
-            from tokenizers import Tokenizer
-            from transformers.utils.chat_template_utils import render_jinja_template
-        except ImportError:
-            raise HfTokenReplayUnavailable(
-                "GRPO token replay needs transformers (with jinja2) and tokenizers; refusing "
-                "to verify the corpus without replaying it"
-            ) from None
-        self._render: Any = render_jinja_template
-        try:
-            self._tokenizer: Any = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
-            self._template = chat_template.decode("utf-8")
-        except Exception as exc:
-            raise HfGrpoPromptReplayMismatch(
-                f"the exported tokenizer or chat template does not load: {str(exc)[:120]}"
-            ) from None
-        self._special: frozenset[int] = frozenset(
-            int(index)
-            for index, token in self._tokenizer.get_added_tokens_decoder().items()
-            if token.special
+        self.codec = TokenCodec.from_files(
+            tokenizer_json, chat_template, error=HfGrpoPromptReplayMismatch
         )
 
     def prompt_ids(self, messages: list[Any], invocation: Mapping[str, Any]) -> list[int]:
         """The prompt the exported tokenizer and template give for this invocation."""
-        kwargs: dict[str, Any] = dict(invocation.get("template_kwargs") or {})
-        clash = sorted(_RESERVED & kwargs.keys())
-        if clash:
-            raise HfGrpoPromptReplayMismatch(
-                f"template_kwargs sets {clash[0]!r}, which the chat template call owns"
-            )
-        if invocation.get("tool_choice") is not None:
-            kwargs["tool_choice"] = invocation["tool_choice"]
-        try:
-            rendered, _ = self._render(
-                conversations=[messages],
-                tools=invocation.get("tools"),
-                chat_template=self._template,
-                add_generation_prompt=True,
-                **kwargs,
-            )
-            text = rendered[0]
-        except ImportError:
-            raise HfTokenReplayUnavailable("chat templates need jinja2 >= 3.1.6") from None
-        except Exception as exc:  # jinja2 template and sandbox errors, bad arguments
-            raise HfGrpoPromptReplayMismatch(
-                "the group messages do not render through chat_template.jinja: "
-                f"{type(exc).__name__}: {str(exc)[:160]}"
-            ) from None
-        if not isinstance(text, str):
-            raise HfGrpoPromptReplayMismatch("chat_template.jinja did not render text")
-        return [int(i) for i in self._tokenizer.encode(text, add_special_tokens=False).ids]
+        text = self.codec.render(
+            messages, invocation, generation_prompt=True, error=HfGrpoPromptReplayMismatch
+        )
+        return self.codec.encode(text)
 
     def check_group(self, group: GrpoGroup) -> None:
         """Raise the first replay failure, naming the completion (0-based)."""
@@ -144,22 +99,38 @@ class TokenReplay:
                     f"completion {index}: the recorded prompt ({count} tokens) differs from the "
                     f"re-rendered prompt ({len(expected)} tokens) at token {first}"
                 )
-            self._check_completion(index, completion, invocation)
+            if completion.trajectory:
+                replay_trajectory(
+                    self.codec,
+                    invocation,
+                    messages=messages,
+                    segments=completion.trajectory,
+                    ids=provenance.input_token_ids,
+                    prompt_count=count,
+                    actions={t.sequence_index: t.source for t in provenance.action_tokens},
+                    budget=_budget(completion),
+                    where=f"completion {index}",
+                )
+            else:
+                self._check_completion(index, completion, invocation)
 
     def _check_completion(
         self, index: int, completion: GrpoCompletion, invocation: Mapping[str, Any]
     ) -> None:
-        if completion.trajectory:
-            raise HfGrpoCompletionReplayMismatch(
-                f"completion {index} has a trajectory; trajectory token replay is not "
-                "supported, so the corpus cannot be verified"
-            )
         provenance = completion.provenance
         ids = list(provenance.input_token_ids[provenance.prompt_token_count :])
-        candidates = [self._tokenizer.decode(ids, skip_special_tokens=False)]
-        if ids and ids[-1] in self._special:
-            candidates.append(self._tokenizer.decode(ids[:-1], skip_special_tokens=False))
         thinking = (invocation.get("template_kwargs") or {}).get("enable_thinking") is True
+        check_forced(
+            self.codec,
+            ids,
+            [t.source for t in provenance.action_tokens],
+            _budget(completion),
+            thinking=thinking,
+            where=f"completion {index}",
+        )
+        candidates = [self.codec.decode(ids)]
+        if ids and ids[-1] in self.codec.special_ids:
+            candidates.append(self.codec.decode(ids[:-1]))
         for decoded in candidates:
             _head, sep, tail = decoded.partition(THINK_CLOSE)
             if completion.text in (decoded, tail if sep else None):

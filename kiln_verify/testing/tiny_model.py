@@ -18,7 +18,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHAT_TEMPLATE", "build_tiny_model", "pairs", "train_tokenizer", "warm_start"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "THINKING_CHAT_TEMPLATE",
+    "build_tiny_model",
+    "pairs",
+    "train_tokenizer",
+    "warm_start",
+]
 
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -28,6 +35,28 @@ CHAT_TEMPLATE = (
     "{%- if enable_thinking is defined and enable_thinking -%}{{- '<think>\\n' -}}{%- endif -%}"
     "{%- endif -%}"
 )
+"""ChatML. With ``enable_thinking`` the generation prompt opens ``<think>`` but earlier
+assistant turns are rendered without it, so multi-turn thinking is *not* prefix-preserving
+(docs/hf-contract.md): recording such a trajectory is refused."""
+
+THINKING_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if enable_thinking is defined and enable_thinking -%}{{- '<think>\\n' -}}{%- endif -%}"
+    "{%- generation -%}{{- message['content'] + '<|im_end|>' -}}{%- endgeneration -%}"
+    "{{- '\\n' -}}"
+    "{%- else -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if enable_thinking is defined and enable_thinking -%}{{- '<think>\\n' -}}{%- endif -%}"
+    "{%- endif -%}"
+)
+"""ChatML whose assistant history keeps the ``<think>`` opener the generation prompt wrote
+(the reasoning stays in the recorded content), so multi-turn thinking is prefix-preserving.
+Assistant replies sit in ``{% generation %}`` blocks, so it is also its own TRL template."""
 
 
 def _corpus() -> list[str]:
@@ -58,7 +87,7 @@ def train_tokenizer(corpus: Iterable[str]) -> Any:
     return tk
 
 
-def build_tiny_model(directory: Path) -> Path:
+def build_tiny_model(directory: Path, chat_template: str = CHAT_TEMPLATE) -> Path:
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
@@ -66,7 +95,7 @@ def build_tiny_model(directory: Path) -> Path:
     tok = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>"  # noqa: S106
     )
-    tok.chat_template = CHAT_TEMPLATE
+    tok.chat_template = chat_template
     torch.manual_seed(0)
     cfg = Qwen3_5TextConfig(
         vocab_size=384,
@@ -107,7 +136,13 @@ def pairs(corpus: Path) -> list[tuple[list[dict[str, Any]], str]]:
     return found
 
 
-def warm_start(directory: Path, corpus: Path, steps: int) -> float:
+def warm_start(directory: Path, corpus: Path, steps: int, *, thinking: bool = False) -> float:
+    """Teach the tiny model the actions of ``corpus`` for ``steps`` seeded AdamW steps.
+
+    With ``thinking`` each example is also shown in thinking form (generation prompt with
+    ``<think>``, a short reasoning closed by ``</think>``, then the action), alternating
+    with the plain form, so a thinking rollout can still produce actions.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -118,14 +153,16 @@ def warm_start(directory: Path, corpus: Path, steps: int) -> float:
     model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True)
     batches = []
     for messages, action in examples:
-        prompt = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, enable_thinking=False, tokenize=False
-        )
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        answer_ids = tokenizer(action + "<|im_end|>", add_special_tokens=False)["input_ids"]
-        ids = torch.tensor([prompt_ids + answer_ids])
-        labels = torch.tensor([[-100] * len(prompt_ids) + answer_ids])
-        batches.append((ids, labels))
+        for think in (False, True) if thinking else (False,):
+            prompt = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, enable_thinking=think, tokenize=False
+            )
+            prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            answer = ("the answer</think>" if think else "") + action + "<|im_end|>"
+            answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+            ids = torch.tensor([prompt_ids + answer_ids])
+            labels = torch.tensor([[-100] * len(prompt_ids) + answer_ids])
+            batches.append((ids, labels))
     torch.manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     model.train()

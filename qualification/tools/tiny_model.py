@@ -8,6 +8,10 @@ the same environment), so the model then samples varied valid actions with varie
 Seeded and deterministic on CPU.
 
     python qualification/tools/tiny_model.py --output DIR [--warm-start ROLLOUTS.jsonl]
+        [--steps N] [--template plain|thinking]
+
+``--template thinking`` builds the model with the prefix-preserving thinking template
+(``THINKING_CHAT_TEMPLATE``), which multi-turn token streams need when thinking is on.
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
+from kiln_verify.testing.tiny_model import (
+    CHAT_TEMPLATE,
+    THINKING_CHAT_TEMPLATE,
+    build_tiny_model,
+    warm_start,
+)
 from qualification.tools.metrics import emit, fail
 
 
@@ -27,10 +36,12 @@ def main() -> int:
     p.add_argument("--output", type=Path, required=True, help="model directory to create")
     p.add_argument("--warm-start", type=Path, help="random-policy rollout corpus (JSONL)")
     p.add_argument("--steps", type=int, default=40, help="warm-start optimizer steps")
+    p.add_argument("--template", choices=("plain", "thinking"), default="plain")
     args = p.parse_args()
     if args.output.exists():
         return fail(f"{args.output} already exists")
-    build_tiny_model(args.output)
+    template = THINKING_CHAT_TEMPLATE if args.template == "thinking" else CHAT_TEMPLATE
+    build_tiny_model(args.output, template)
     if args.warm_start is not None:
         try:
             emit(

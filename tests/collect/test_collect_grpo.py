@@ -129,10 +129,8 @@ def test_adapter_policy_corpus_exports_with_its_input_adapter(
 @pytest.mark.parametrize(
     ("flags", "code"),
     [
-        (["--max-steps", "2"], "grpo_output_unsupported"),
         (["--group-size", "1"], "grpo_output_unsupported"),
         (["--temperature", "0.123456789"], "grpo_output_unsupported"),
-        (["--thinking-budget-tokens", "4"], "grpo_output_unsupported"),
     ],
 )
 def test_flag_refusals_leave_nothing(

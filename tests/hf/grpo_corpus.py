@@ -48,7 +48,7 @@ def identities(
     return policy, tokenizer
 
 
-def _sampling(thinking_close: list[int] | None) -> dict[str, Any]:
+def _sampling(thinking_close: list[int] | None, budget: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {
         "temperature": 0.7,
         "top_p": 0.95,
@@ -61,7 +61,7 @@ def _sampling(thinking_close: list[int] | None) -> dict[str, Any]:
         "stop": [],
     }
     if thinking_close:
-        out["thinking_budget"] = {"max_tokens": 8, "close_token_ids": thinking_close}
+        out["thinking_budget"] = {"max_tokens": budget, "close_token_ids": thinking_close}
     return out
 
 
@@ -69,7 +69,8 @@ def synthetic_groups(
     model: Path, count: int = 2, *, adapter: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """``count`` groups of two completions; odd groups think, closing ``</think>`` with
-    forced tokens. Built as JSON (not through the models) so tests can mutate them."""
+    forced tokens once the budget (the length of the sampled reasoning) ran out. Built as
+    JSON (not through the models) so tests can mutate them."""
     from transformers import AutoTokenizer
 
     from kiln_verify.hf.digests import prompt_messages_digest, scored_payload_digest
@@ -120,7 +121,7 @@ def synthetic_groups(
                         "behavior_policy": dict(policy),
                         "tokenizer": dict(tokenizer),
                         "template_invocation": {"template_kwargs": {"enable_thinking": thinking}},
-                        "sampling": _sampling(close),
+                        "sampling": _sampling(close, len(encode("arm"))),
                         "seed": 7 + number,
                         "generation_backend": "cpu",
                     },

@@ -69,12 +69,14 @@ def _template_flag(groups: list[Any]) -> list[Any]:
     return out
 
 
-def _trajectory(groups: list[Any]) -> list[Any]:
+def _trajectory(groups: list[Any], content: str | None = None) -> list[Any]:
+    """One action segment: the completion's text (a valid one-action stream) or ``content``."""
     from kiln_verify.hf.digests import scored_payload_digest
 
     out = copy.deepcopy(groups)
     completion = out[0]["completions"][0]
-    segments = [{"role": "assistant", "content": completion["text"], "kind": "action"}]
+    text = completion["text"] if content is None else content
+    segments = [{"role": "assistant", "content": text, "kind": "action"}]
     completion["trajectory"] = segments
     completion["provenance"]["scored_payload_sha256"] = str(
         scored_payload_digest(completion["text"], segments)
@@ -84,11 +86,17 @@ def _trajectory(groups: list[Any]) -> list[Any]:
     return out
 
 
+def _trajectory_one_character(groups: list[Any]) -> list[Any]:
+    text = groups[0]["completions"][0]["text"]
+    return _trajectory(groups, text[:-1] + ("X" if text[-1] != "X" else "Y"))
+
+
 MUTATIONS = [
     ("prompt_token", _prompt_token, PROMPT, 1, 1),
     ("completion_token", _completion_token, COMPLETION, 2, 0),
     ("template_flag", _template_flag, PROMPT, 1, 0),
-    ("trajectory", _trajectory, COMPLETION, 1, 0),
+    ("trajectory_one_character", _trajectory_one_character,
+     "token_stream_action_text_mismatch", 1, 0),
 ]
 
 
@@ -141,6 +149,16 @@ def test_verify_refuses_resealed_unreplayable_corpus(
     cli = CliRunner().invoke(app, ["hf", "verify", str(bundle)])
     assert cli.exit_code == 1
     assert code in cli.output
+
+
+def test_a_one_action_trajectory_replays(tmp_path: Path, tiny_model: Path,
+                                         good: tuple[Path, list[Any]]) -> None:
+    """A trajectory holding exactly the decoded completion is a valid one-action stream."""
+    corpus = write_groups(tmp_path / "c.jsonl", _trajectory(good[1]))
+    outcome = export_grpo(
+        model=tiny_model, dataset=corpus, name="t", output=tmp_path / "t.kiln-hf.tar.gz"
+    )
+    assert verify_path(outcome.directory).task == "grpo"
 
 
 @pytest.mark.parametrize("module", ["tokenizers", "transformers.utils.chat_template_utils"])

@@ -241,6 +241,10 @@ def default_grpo_groups() -> list[dict[str, Any]]:
                 "schema": "kiln.rollout-provenance.v1",
                 "input_token_ids": [10, 22],
                 "prompt_token_count": 1,
+                "action_tokens": [
+                    {"sequence_index": 1, "token_id": 22, "source": "sampled",
+                     "behavior_logprob": -0.5}
+                ],
                 "behavior_policy": policy,
             },
         }
@@ -270,8 +274,9 @@ def fake_site(directory: Path, versions: dict[str, str]) -> Path:
 def recorded_grpo_groups() -> list[dict[str, Any]]:
     """Two groups x two completions with real token provenance for the tiny model (vocab 384).
 
-    The second completion of each group ends in a forced (thinking-budget close) token, and
-    the first completion of group 1 has an observation segment token left unclassified.
+    The second completion of each group ends in a forced (thinking-budget close) token (id
+    2, the budget's close token). Without a trajectory every completion token is an action
+    token (environment tokens are exercised by the multi-turn round trip).
     """
     policy = {
         "served_model_id": "tiny/qwen3.5",
@@ -303,6 +308,7 @@ def recorded_grpo_groups() -> list[dict[str, Any]]:
                 "prompt_token_count": len(prompt),
                 "action_tokens": actions,
                 "behavior_policy": policy,
+                "sampling": {"thinking_budget": {"max_tokens": 1, "close_token_ids": [2]}},
             },
         }
 
@@ -315,7 +321,7 @@ def recorded_grpo_groups() -> list[dict[str, Any]]:
                     p1,
                     [
                         (60, "sampled", -5.5),
-                        (61, "observation", None),
+                        (61, "sampled", -5.7),
                         (62, "sampled", -6.0),
                         (2, "sampled", -5.9),
                     ],

@@ -100,7 +100,7 @@ def test_recorded_grpo_trains_and_publishes(tmp_path: Path, run_runner: Runner) 
     assert cfg["dataset_groups"] == {"kind": "unsigned", "value": 2}
     assert cfg["dataset_completions"] == {"kind": "unsigned", "value": 4}
     assert cfg["dataset_forced_action_tokens"] == {"kind": "unsigned", "value": 2}
-    assert cfg["dataset_sampled_action_tokens"] == {"kind": "unsigned", "value": 8}
+    assert cfg["dataset_sampled_action_tokens"] == {"kind": "unsigned", "value": 9}
     assert cfg["max_completion_length"] == {"kind": "unsigned", "value": 4}
     assert cfg["kl_reference_policy"] == {"kind": "text", "value": "base_model"}
     assert cfg["epsilon_high"] == {"kind": "decimal", "value": "0.28"}

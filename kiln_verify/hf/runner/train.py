@@ -188,14 +188,18 @@ def _parse_int(digits: str) -> int | float:
 
 
 def strict_json(data: bytes, what: str) -> Json:
-    """Strict UTF-8 JSON: duplicate keys, NaN/Infinity and trailing data are rejected."""
+    """Strict UTF-8 JSON: duplicate keys, NaN/Infinity, trailing data and lone surrogate
+    escapes (``"\\ud800"``, which no UTF-8 text can hold) are rejected, as by the library's
+    reader (tests/hf_runner/test_runner_parity.py)."""
     try:
-        return json.loads(
+        value: Json = json.loads(
             data.decode("utf-8"),
             object_pairs_hook=_unique_object,
             parse_constant=_reject_constant,
             parse_int=_parse_int,
         )
+        _compact(value)  # UnicodeEncodeError (a ValueError) on a lone surrogate
+        return value
     except (UnicodeDecodeError, ValueError) as exc:
         fail("strict-json", f"{what} is not strict JSON ({exc})")
 
@@ -459,8 +463,8 @@ def parse_lock(data: bytes) -> tuple[dict[str, str], str | None]:
     return pins, platform
 
 
-def load_bundle(root: str) -> Bundle:
-    """Verify a pristine (or recoverable) export bundle per the §3.2 checks 1-14, 16."""
+def check_bundle_root(root: str) -> None:
+    """Step 2: the bundle root is a real directory, not a link or a file."""
     try:
         st = os.lstat(root)
     except OSError as exc:
@@ -471,6 +475,10 @@ def load_bundle(root: str) -> Bundle:
             f"bundle {root!r} is not a real directory (symlink or file)",
             "pass the extracted .kiln-hf directory itself",
         )
+
+
+def read_export_manifest(root: str) -> tuple[dict[str, Json], str, str]:
+    """Step 3: the export manifest: strict JSON, closed keys, versions, self-digest."""
     manifest = strict_json(
         read_bundle_file(root, EXPORT_MANIFEST, MAX_MANIFEST_BYTES), EXPORT_MANIFEST
     )
@@ -498,10 +506,24 @@ def load_bundle(root: str) -> Bundle:
     export_sha256 = sha(m["export_sha256"], "export_sha256")
     if canonical_digest(m, "export_sha256") != export_sha256:
         fail("manifest-digest", "export_sha256 does not match the manifest's canonical digest")
+    return m, task, export_sha256
 
-    declared = {EXPORT_MANIFEST}
-    to_verify: list[Identity] = []
 
+
+MODEL_FILES = {
+    "model_config": "kiln_model_config.json",
+    "tokenizer": "tokenizer.json",
+    "chat_template": "chat_template.jinja",
+    "native_training_chat_template": "kiln_training_chat_template.jinja",
+    "trl_training_chat_template": "training_chat_template.jinja",
+}
+
+
+def check_model_section(
+    m: dict[str, Json],
+) -> tuple[dict[str, Identity], str, list[tuple[str, int, str]]]:
+    """Step 4: the model section: served id, vocabulary digest, shard manifest (§5.4) and
+    the five model-file identities."""
     # model
     model = obj(
         m["model"],
@@ -520,16 +542,15 @@ def load_bundle(root: str) -> Bundle:
     text(model["served_model_id"], "model.served_model_id")
     vocab = sha(model["tokenizer_vocab_sha256"], "model.tokenizer_vocab_sha256")
     shards = check_shard_manifest(model["base_weight_shard_manifest"])
-    files = {
-        "model_config": "kiln_model_config.json",
-        "tokenizer": "tokenizer.json",
-        "chat_template": "chat_template.jinja",
-        "native_training_chat_template": "kiln_training_chat_template.jinja",
-        "trl_training_chat_template": "training_chat_template.jinja",
+    model_ids = {
+        key: identity(model[key], f"model.{key}", path) for key, path in MODEL_FILES.items()
     }
-    model_ids = {key: identity(model[key], f"model.{key}", path) for key, path in files.items()}
-    to_verify.extend(model_ids.values())
+    return model_ids, vocab, shards
 
+
+
+def check_provenance_cross(m: dict[str, Json], model_ids: dict[str, Identity], vocab: str) -> None:
+    """Step 6: the source execution provenance names exactly the exported model files."""
     # provenance cross-check (shape of the record beyond these fields is kiln-verify's job)
     prov = m["source_execution_provenance"]
     if not isinstance(prov, dict):
@@ -557,9 +578,13 @@ def load_bundle(root: str) -> Bundle:
                 f"source_execution_provenance.model.{key} differs from the exported file",
             )
 
+
+
+def input_adapter_identities(m: dict[str, Json]) -> list[Identity]:
+    """Step 5 (input adapter): the identities of the exported input adapter's files."""
+    to_verify: list[Identity] = []
     # input adapter
-    has_adapter = "input_adapter" in m
-    if has_adapter:
+    if "input_adapter" in m:
         adapter = obj(
             m["input_adapter"],
             "input_adapter",
@@ -584,6 +609,25 @@ def load_bundle(root: str) -> Bundle:
                 )
             )
 
+    return to_verify
+
+
+@dataclass
+class DataSection:
+    """The checked data section: task data identities and the numbers they must match."""
+
+    fields: dict[str, Json]
+    rows: int
+    corpus: str
+    dataset: Identity
+    receipt: Identity | None
+    identities: list[Identity]
+
+
+def check_data_section(m: dict[str, Json], task: str) -> DataSection:
+    """Step 7 (declarations): format, row count, corpus digest, dataset, split manifest
+    and, for SFT, the selection and its ingestion receipt."""
+    to_verify: list[Identity] = []
     # data
     data = m["data"]
     common = {"source_name", "format", "row_count", "ordered_corpus_sha256", "dataset"}
@@ -638,18 +682,30 @@ def load_bundle(root: str) -> Bundle:
         if dataset.size_bytes > MAX_GRPO_DATASET_BYTES:
             fail("grpo-corpus", "train.jsonl exceeds 64 GiB")
 
+    return DataSection(d, rows, corpus, dataset, receipt, to_verify)
+
+
+def load_bundle(root: str) -> Bundle:
+    """Verify a pristine (or recoverable) export bundle per the §3.2 checks 1-14, 16, as
+    the named steps above, in order."""
+    check_bundle_root(root)
+    m, task, export_sha256 = read_export_manifest(root)
+    declared = {EXPORT_MANIFEST}
+    model_ids, vocab, shards = check_model_section(m)
+    to_verify: list[Identity] = list(model_ids.values())
+    check_provenance_cross(m, model_ids, vocab)
+    has_adapter = "input_adapter" in m
+    to_verify.extend(input_adapter_identities(m))
+    data = check_data_section(m, task)
+    to_verify.extend(data.identities)
+    d, rows, corpus, dataset, receipt = (
+        data.fields, data.rows, data.corpus, data.dataset, data.receipt
+    )
     reference_script = identity(m["reference_script"], "reference_script", "train.py")
     lock = identity(m["environment_lock"], "environment_lock", "requirements.lock")
     to_verify.extend([reference_script, lock])
 
-    for ident in to_verify:
-        declared.add(ident.relative_path)
-    if len(declared) != len(to_verify) + 1:
-        fail("manifest-shape", "two artifact identities share one path")
-
-    for ident in to_verify:
-        verify_identity(root, ident)
-
+    verify_artifacts(root, declared, to_verify)
     bundle = Bundle(
         root,
         m,
@@ -664,28 +720,55 @@ def load_bundle(root: str) -> Bundle:
     )
     if task == "sft":
         assert receipt is not None
-        check_ingestion_receipt(root, d, receipt)
-        check_sft_rows(root, rows, dataset)
-        template = read_verified(root, model_ids["trl_training_chat_template"], 16 * 1024 * 1024)
-        if not (
-            re.search(rb"\{%-?\s*generation\s*-?%\}", template)
-            and re.search(rb"\{%-?\s*endgeneration\s*-?%\}", template)
-        ):
-            fail(
-                "training-template",
-                "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} "
-                "blocks, so assistant-only labels cannot be derived",
-            )
+        check_sft_task_data(root, d, receipt, dataset, rows, model_ids)
     else:
         bundle.grpo_width = scan_grpo_corpus(root, rows, corpus)
+    check_environment_lock(root, lock)
+    return bundle
 
+
+def verify_artifacts(root: str, declared: set[str], identities: list[Identity]) -> None:
+    """Step 5: every declared path once; every artifact's size and SHA-256 (no links)."""
+    for ident in identities:
+        declared.add(ident.relative_path)
+    if len(declared) != len(identities) + 1:
+        fail("manifest-shape", "two artifact identities share one path")
+    for ident in identities:
+        verify_identity(root, ident)
+
+
+def check_sft_task_data(
+    root: str,
+    d: dict[str, Json],
+    receipt: Identity,
+    dataset: Identity,
+    rows: int,
+    model_ids: dict[str, Identity],
+) -> None:
+    """Step 7 (SFT): the ingestion receipt, the rows and the TRL template's generation
+    blocks."""
+    check_ingestion_receipt(root, d, receipt)
+    check_sft_rows(root, rows, dataset)
+    template = read_verified(root, model_ids["trl_training_chat_template"], 16 * 1024 * 1024)
+    if not (
+        re.search(rb"\{%-?\s*generation\s*-?%\}", template)
+        and re.search(rb"\{%-?\s*endgeneration\s*-?%\}", template)
+    ):
+        fail(
+            "training-template",
+            "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} "
+            "blocks, so assistant-only labels cannot be derived",
+        )
+
+
+def check_environment_lock(root: str, lock: Identity) -> None:
+    """Step 8: requirements.lock declares exactly this runner's pins and platform range."""
     pins, platform = parse_lock(read_verified(root, lock, 1024 * 1024))
     if pins != PINNED_PACKAGES or platform != PLATFORM_TORCH_RANGE:
         fail(
             "environment-lock",
             "requirements.lock does not declare exactly this runner's pins and platform range",
         )
-    return bundle
 
 
 def check_shard_manifest(value: Json) -> list[tuple[str, int, str]]:
@@ -829,6 +912,63 @@ def iter_grpo_rows(root: str, relative: str = "train.jsonl") -> Iterator[tuple[b
             yield row, group
 
 
+def _token_id(value: Json) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+
+
+def check_action_tokens(prov: dict[str, Json], trajectory: bool, where: str) -> None:
+    """The §4.7 token rules of one completion (RolloutProvenanceV1::validate)."""
+    ids, count = prov.get("input_token_ids"), prov.get("prompt_token_count")
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or not all(_token_id(t) for t in ids)
+        or not isinstance(count, int)
+        or isinstance(count, bool)
+        or not 1 <= count <= len(ids)
+    ):
+        fail("grpo-action-tokens", f"{where}: input_token_ids/prompt_token_count are invalid")
+    sampling = prov.get("sampling")
+    budget = sampling.get("thinking_budget") if isinstance(sampling, dict) else None
+    close = budget.get("close_token_ids") if isinstance(budget, dict) else None
+    actions = prov.get("action_tokens")
+    if not isinstance(actions, list) or not actions:
+        fail("grpo-action-tokens", f"{where}: action_tokens must be a non-empty list")
+    previous, positions, sampled = -1, [], 0
+    for action in actions:
+        a = obj(action, f"{where} action token", {"sequence_index", "token_id", "source"},
+                frozenset({"behavior_logprob"}))  # fmt: skip
+        index = uint(a["sequence_index"], f"{where} sequence_index")
+        if index == previous:
+            fail("grpo-action-overlap", f"{where}: position {index} is listed twice (the "
+                 "sampled and forced masks overlap)")  # fmt: skip
+        if index < previous or not count <= index < len(ids) or a["token_id"] != ids[index]:
+            fail("grpo-action-tokens", f"{where}: action token {index} is out of order, "
+                 "outside the completion or not the sequence's token")  # fmt: skip
+        previous = index
+        positions.append(index)
+        logprob = a.get("behavior_logprob")
+        if a["source"] == "sampled":
+            if (
+                isinstance(logprob, bool)
+                or not isinstance(logprob, int | float)
+                or not math.isfinite(logprob)
+                or logprob > 1e-6
+            ):
+                fail("grpo-action-tokens", f"{where}: sampled token {index} has no log-prob")
+            sampled += 1
+        elif a["source"] != "forced" or logprob is not None:
+            fail("grpo-action-tokens", f"{where}: token {index} is neither sampled nor forced")
+        elif not isinstance(close, list) or a["token_id"] not in close:
+            fail("grpo-forced-token", f"{where}: forced token {index} is not one of the "
+                 "thinking budget's close_token_ids")  # fmt: skip
+    if not sampled:
+        fail("grpo-action-tokens", f"{where}: no action token is sampled")
+    if not trajectory and positions != list(range(count, len(ids))):
+        fail("grpo-action-tokens", f"{where}: without a trajectory every completion position "
+             "must be an action token")  # fmt: skip
+
+
 def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
     """Stream the GRPO corpus: framing, digest, row count, one uniform width; returns it."""
     h = _grpo_corpus_hasher()
@@ -864,6 +1004,7 @@ def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
             prov = c["provenance"]
             if not isinstance(prov, dict) or prov.get("schema") != ROLLOUT_SCHEMA:
                 fail("grpo-corpus", f"group {count} completion {c_index} lacks rollout provenance")
+            check_action_tokens(prov, "trajectory" in c, f"group {count} completion {c_index}")
             if policy is None:
                 policy = prov.get("behavior_policy")
             elif prov.get("behavior_policy") != policy:
@@ -875,6 +1016,307 @@ def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
     if _grpo_corpus_finish(h, count) != corpus:
         fail("grpo-corpus", "ordered_corpus_sha256 does not match train.jsonl")
     return width
+
+
+# ----------------------------------------------------------------------------------------
+# token replay of trajectory rows (after the preflight; imports tokenizers and transformers'
+# template renderer, never torch). Mirrors the library's token-stream rule
+# (docs/hf-contract.md, "The token stream of a trajectory");
+# tests/hf_runner/test_runner_stream.py runs both side by side on the same rows.
+# Single-generation rows are replayed by kiln-verify itself at export and verification.
+
+THINK_CLOSE = "</think>"
+RESERVED_TEMPLATE_ARGUMENTS = frozenset(
+    {
+        "messages",
+        "add_generation_prompt",
+        "tools",
+        "tool_choice",
+        "conversations",
+        "documents",
+        "chat_template",
+        "continue_final_message",
+        "return_assistant_tokens_mask",
+    }
+)
+STREAM_FIX = "record the corpus again with the exported tokenizer and chat template"
+
+
+class StreamCodec:
+    """The exported tokenizer.json and chat_template.jinja: render, encode, decode."""
+
+    def __init__(self, tokenizer_json: bytes, template: bytes) -> None:
+        try:
+            from tokenizers import Tokenizer
+            from transformers.utils.chat_template_utils import render_jinja_template
+        except ImportError:
+            fail(
+                "grpo-replay-unavailable",
+                "token replay needs tokenizers and transformers (with jinja2)",
+                "install the pinned requirements.lock",
+            )
+        self.render_jinja: Any = render_jinja_template
+        try:
+            self.tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
+            self.template = template.decode("utf-8")
+        except Exception as exc:
+            fail("grpo-replay-prompt", f"the exported tokenizer or template does not load: {exc}")
+        self.special = frozenset(
+            int(i) for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special
+        )
+
+    def render(
+        self, messages: list[Json], invocation: dict[str, Json], generation: bool, rule: str
+    ) -> str:
+        kwargs = dict(invocation.get("template_kwargs") or {})
+        clash = sorted(RESERVED_TEMPLATE_ARGUMENTS & kwargs.keys())
+        if clash:
+            fail(rule, f"template_kwargs sets {clash[0]!r}, which the template call owns")
+        if invocation.get("tool_choice") is not None:
+            kwargs["tool_choice"] = invocation["tool_choice"]
+        try:
+            rendered, _ = self.render_jinja(
+                conversations=[[dict(m) for m in messages]],
+                tools=invocation.get("tools"),
+                chat_template=self.template,
+                add_generation_prompt=generation,
+                **kwargs,
+            )
+            text = rendered[0]
+        except ImportError:
+            fail("grpo-replay-unavailable", "chat templates need jinja2", "install the lock")
+        except Exception as exc:
+            fail(rule, f"the conversation does not render: {type(exc).__name__}", STREAM_FIX)
+        if not isinstance(text, str):
+            fail(rule, "the chat template did not render text", STREAM_FIX)
+        return text
+
+    def encode(self, text: str) -> list[int]:
+        return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False).ids]
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+
+def first_difference(a: Any, b: Any) -> int:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def stream_action_stop(
+    codec: StreamCodec, ids: list[int], content: str, final: bool, thinking: bool
+) -> str | None:
+    """The stop-token text with which ``ids`` spell ``content`` ("" for none), or None."""
+    options = [(ids, "")]
+    if ids and ids[-1] in codec.special:
+        options.append((ids[:-1], codec.decode(ids[-1:])))
+    for body, stop in options:
+        decoded = codec.decode(body)
+        if decoded == content:
+            return stop
+        if final and thinking:
+            head, sep, tail = decoded.partition(THINK_CLOSE)
+            if sep and not tail.strip() and head == content:
+                return stop
+    return None
+
+
+def stream_next_turn(
+    codec: StreamCodec,
+    invocation: dict[str, Json],
+    text: str,
+    action_ids: list[int],
+    content: str,
+    next_chat: list[Json],
+    where: str,
+) -> tuple[str, list[int]]:
+    """Turn k+1 from turn k: its rendering and the environment tokens appended."""
+    stop = stream_action_stop(codec, action_ids, content, False, False)
+    if stop is None:
+        at = first_difference(codec.decode(action_ids), content)
+        fail("grpo-stream-action-text", f"{where}: the action tokens differ at character {at}")
+    rendered = codec.render(next_chat, invocation, True, "grpo-stream-unrenderable")
+    head = text + content
+    if not rendered.startswith(head) or not rendered[len(head) :].startswith(stop):
+        fail(
+            "grpo-stream-template",
+            f"{where}: the next turn renders differently from character "
+            f"{first_difference(rendered, head + stop)}: the template is not prefix-preserving",
+            "use a prefix-preserving chat template",
+        )
+    return rendered, codec.encode(rendered[len(head) + len(stop) :])
+
+
+def stream_check_forced(
+    codec: StreamCodec,
+    ids: list[int],
+    sources: list[str],
+    budget: Json,
+    thinking: bool,
+    where: str,
+) -> None:
+    """Forced tokens are the budget's close tokens, once, where the budget ran out."""
+    forced = [i for i, s in enumerate(sources) if s == "forced"]
+    b = budget if isinstance(budget, dict) else None
+    limit = b.get("max_tokens") if b else None
+    timed = b is not None and b.get("max_time_ms") is not None
+    if not forced:
+        bound = limit if isinstance(limit, int) and thinking and not timed else len(ids)
+        if len(ids) > bound and THINK_CLOSE not in codec.decode(ids[:bound]):
+            fail("grpo-stream-forced", f"{where}: the reasoning ran past the budget")
+        return
+    if not thinking or b is None:
+        fail("grpo-stream-forced", f"{where}: forced tokens without a thinking budget")
+    close = list(b.get("close_token_ids") or [])
+    start = forced[0]
+    if forced != list(range(start, start + len(close))) or ids[start : start + len(close)] != close:
+        fail("grpo-stream-forced", f"{where}: the forced tokens are not one run of close tokens")
+    if isinstance(limit, int) and (start > limit or (start < limit and not timed)):
+        fail("grpo-stream-forced", f"{where}: close tokens forced after {start} tokens")
+    if THINK_CLOSE in codec.decode(ids[:start]):
+        fail("grpo-stream-forced", f"{where}: close tokens forced after the reasoning closed")
+
+
+def replay_trajectory_row(
+    codec: StreamCodec,
+    messages: list[Json],
+    completion: dict[str, Json],
+    where: str,
+) -> None:
+    """The whole stream of one trajectory completion (the library's replay, mirrored)."""
+    prov = completion["provenance"]
+    assert isinstance(prov, dict)
+    invocation = prov.get("template_invocation") or {}
+    assert isinstance(invocation, dict)
+    thinking = (invocation.get("template_kwargs") or {}).get("enable_thinking") is True
+    ids: list[int] = list(prov["input_token_ids"])
+    count: int = prov["prompt_token_count"]
+    actions = {t["sequence_index"]: t["source"] for t in prov["action_tokens"]}
+    budget = (prov.get("sampling") or {}).get("thinking_budget")
+    segments = completion["trajectory"]
+    assert isinstance(segments, list)
+    turns = []
+    for s in segments:
+        message = {"role": s["role"], "content": s["content"]}
+        if s.get("tool_call_id") is not None:
+            message["tool_call_id"] = s["tool_call_id"]
+        turns.append(message)
+    text = codec.render(messages, invocation, True, "grpo-replay-prompt")
+    prompt = codec.encode(text)
+    if ids[:count] != prompt or len(prompt) != count:
+        fail("grpo-replay-prompt", f"{where}: the recorded prompt differs at token "
+             f"{first_difference(ids[:count], prompt)}", STREAM_FIX)  # fmt: skip
+    action_at = [i for i, s in enumerate(segments) if s.get("kind") == "action"]
+    roles = {segments[i]["role"] for i in action_at}
+    if not action_at or action_at[0] != 0 or roles != {"assistant"}:
+        fail("grpo-stream-unrenderable", f"{where}: the trajectory does not start with an "
+             "assistant action", STREAM_FIX)  # fmt: skip
+    pos, length = count, len(ids)
+    for number, seg in enumerate(action_at):
+        here = f"{where} action {number}"
+        content = segments[seg]["content"]
+        if pos >= length or pos not in actions:
+            fail("grpo-stream-boundary", f"{here}: token {pos} does not begin the action")
+        end = pos
+        while end < length and end in actions:
+            end += 1
+        run, sources = ids[pos:end], [actions[i] for i in range(pos, end)]
+        if number == len(action_at) - 1:
+            if end != length:
+                fail("grpo-stream-boundary", f"{here}: token {end} follows the last action")
+            if stream_action_stop(codec, run, content, True, thinking) is None:
+                fail("grpo-stream-action-text", f"{here}: the action tokens differ from the text")
+            closed = codec.render(messages + turns[: seg + 1], invocation, False,
+                                  "grpo-stream-unrenderable")  # fmt: skip
+            if not closed.startswith(text + content):
+                fail("grpo-stream-template", f"{here}: the template rewrites the last turn",
+                     "use a prefix-preserving chat template")  # fmt: skip
+            stream_check_forced(codec, run, sources, budget, thinking, here)
+            return
+        next_chat = messages + turns[: action_at[number + 1]]
+        try:
+            text_next, env = stream_next_turn(
+                codec, invocation, text, run, content, next_chat, here
+            )
+        except ContractError as exc:
+            if exc.rule == "grpo-stream-action-text":
+                where_run = (pos, end, text, content, here)
+                classify_action_extent(codec, invocation, ids, next_chat, *where_run)
+            raise
+        stream_check_forced(codec, run, sources, budget, thinking, here)
+        if ids[end : end + len(env)] != env:
+            at = end + first_difference(ids[end : end + len(env)], env)
+            fail("grpo-stream-environment", f"{here}: token {at} is not the rendered environment")
+        marked = next((i for i in range(end, end + len(env)) if i in actions), None)
+        if marked is not None:
+            fail("grpo-stream-environment-marked",
+                 f"{here}: environment token {marked} is marked as an action token")  # fmt: skip
+        text, pos = text_next, end + len(env)
+
+
+def classify_action_extent(
+    codec: StreamCodec,
+    invocation: dict[str, Json],
+    ids: list[int],
+    next_chat: list[Json],
+    pos: int,
+    end: int,
+    text: str,
+    content: str,
+    where: str,
+) -> None:
+    """A run that does not spell its action: find the extent that would and name it."""
+    rendered = codec.render(next_chat, invocation, True, "grpo-stream-unrenderable")
+    horizon = min(len(ids), pos + len(content.encode("utf-8")) + 8)
+    for stop in range(pos + 1, horizon + 1):
+        if stop == end:
+            continue
+        closing = stream_action_stop(codec, ids[pos:stop], content, False, False)
+        head = text + content + (closing or "")
+        if closing is None or not rendered.startswith(head):
+            continue
+        env = codec.encode(rendered[len(head) :])
+        if ids[stop : stop + len(env)] != env:
+            continue
+        if stop < end:
+            fail("grpo-stream-environment-marked",
+                 f"{where}: environment token {stop} is marked as an action token")  # fmt: skip
+        fail("grpo-stream-boundary", f"{where}: token {end} belongs to the action but is unmarked")
+
+
+def replay_grpo_corpus(bundle: Bundle) -> int:
+    """Replay every trajectory completion of the verified corpus; returns how many. The
+    codec (and with it tokenizers and transformers) is loaded at the first trajectory."""
+
+    def load_codec() -> StreamCodec:
+        return StreamCodec(
+            read_verified(bundle.root, bundle.tokenizer, MAX_TOKENIZER_BYTES),
+            read_verified(
+                bundle.root,
+                manifest_identity(bundle, "model", "chat_template", "chat_template.jinja"),
+                16 * 1024 * 1024,
+            ),
+        )
+
+    dataset = manifest_identity(bundle, "data", "dataset", "train.jsonl")
+    lines = VerifiedLines(bundle.root, dataset)
+    replayed = 0
+    codec: StreamCodec | None = None
+    for number, line in enumerate(lines, start=1):
+        group = strict_json(line[:-1], f"train.jsonl row {number}")
+        assert isinstance(group, dict)
+        messages = group["messages"]
+        for index, completion in enumerate(group["completions"]):
+            if "trajectory" in completion:
+                if codec is None:
+                    codec = load_codec()
+                where = f"train.jsonl line {number} completion {index}"
+                replay_trajectory_row(codec, messages, completion, where)
+                replayed += 1
+    lines.check()
+    return replayed
 
 
 # ----------------------------------------------------------------------------------------
@@ -1223,6 +1665,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         pre = preflight(args)
+        if pre.bundle.task == "grpo":
+            replay_grpo_corpus(pre.bundle)
         if args.verify_only:
             print(
                 status_line(
@@ -1598,10 +2042,22 @@ class GroupCursor:
                 self.rows = None
 
 
-def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    # private snapshot of the verified corpus; its identity is re-checked before every epoch
+@dataclass
+class GrpoCorpusStats:
+    """What the recorded-GRPO route needs to know about the corpus snapshot."""
+
+    dataset: Identity
+    prompts: list[str]
+    longest: int = 0
+    completions: int = 0
+    sampled: int = 0
+    forced: int = 0
+    policy: Json = None
+
+
+def snapshot_grpo_corpus(bundle: Bundle, work: str) -> GrpoCorpusStats:
+    """Step 1: copy the verified corpus into the private work directory (re-verified at
+    every epoch) and count what it holds."""
     dataset_ident = Identity(
         "train.jsonl",
         bundle.manifest["data"]["dataset"]["size_bytes"],
@@ -1614,28 +2070,24 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
             dst.flush()
             os.fsync(dst.fileno())
     verify_identity(work, dataset_ident)
-    prompts: list[str] = []
-    width = bundle.grpo_width
-    longest = completions = sampled = forced = 0
-    policy: Json = None
+    stats = GrpoCorpusStats(dataset_ident, [])
     for _row, group in iter_grpo_rows(work):
-        prompts.append(_prompt_text(group["messages"]))
+        stats.prompts.append(_prompt_text(group["messages"]))
         for completion in group["completions"]:
             record = completion_record(completion["provenance"])
-            longest = max(longest, len(record["completion_ids"]))
-            completions += 1
-            sampled += record["sampled"]
-            forced += record["forced"]
-            policy = completion["provenance"].get("behavior_policy")
-    if len(prompts) != bundle.rows:
+            stats.longest = max(stats.longest, len(record["completion_ids"]))
+            stats.completions += 1
+            stats.sampled += record["sampled"]
+            stats.forced += record["forced"]
+            stats.policy = completion["provenance"].get("behavior_policy")
+    if len(stats.prompts) != bundle.rows:
         fail("grpo-corpus", "the corpus snapshot changed while training started")
+    return stats
 
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
-    cursor = GroupCursor(work, dataset_ident)
+def recorded_rollout(width: int, cursor: GroupCursor) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """Step 2: TRL's ``rollout_func``: the next recorded group for every block of
+    ``width`` prompts, as recorded token ids, behaviour log-probs and env masks."""
 
     def rollout(batch: list[Any], trainer: Any) -> dict[str, Any]:
         if not batch or len(batch) % width:
@@ -1659,6 +2111,31 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
             cursor.consumed += 1
         return out
 
+    return rollout
+
+
+@dataclass
+class GrpoRun:
+    """The built trainer and the facts its effective configuration records."""
+
+    trainer: Any
+    peft_config: Any
+    dtype: str
+    checkpointing: bool
+    rank: int
+    epsilon_high: str
+
+
+def build_grpo_trainer(
+    args: argparse.Namespace, bundle: Bundle, work: str, stats: GrpoCorpusStats, cursor: GroupCursor
+) -> GrpoRun:
+    """Step 3: tokenizer (inference template), model, LoRA and TRL's ``GRPOTrainer`` whose
+    pi_old is the recorded behaviour log-probs."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
+
     def recorded_reward(
         prompts: list[Any], completions: list[Any], recorded_reward: list[float], **_: Any
     ) -> list[float | None]:
@@ -1675,6 +2152,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
             out["old_per_token_logps"] = recorded.detach()
             return out
 
+    width = bundle.grpo_width
     dtype = resolve_dtype(args.dtype)
     tokenizer: Any = AutoTokenizer.from_pretrained(
         args.base_model, local_files_only=True, trust_remote_code=False, use_fast=True
@@ -1706,7 +2184,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         per_device_train_batch_size=width * args.batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         num_generations=width,
-        max_completion_length=longest,
+        max_completion_length=stats.longest,
         shuffle_dataset=False,
         remove_unused_columns=False,
         steps_per_generation=1,
@@ -1741,10 +2219,10 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         model=model,
         reward_funcs=[recorded_reward],
         args=GRPOConfig(**config_kwargs),
-        train_dataset=Dataset.from_list([{"prompt": p} for p in prompts]),
+        train_dataset=Dataset.from_list([{"prompt": p} for p in stats.prompts]),
         processing_class=tokenizer,
         peft_config=peft_config,
-        rollout_func=rollout,
+        rollout_func=recorded_rollout(width, cursor),
     )
     if bundle.has_input_adapter and float(args.beta) != 0:
         if "ref" not in trainer.model.peft_config:
@@ -1752,32 +2230,34 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         for name, param in trainer.model.named_parameters():
             if ".ref." in name:
                 param.requires_grad_(False)  # the KL reference never moves
-    trainer.train()
-    if cursor.consumed == 0:
-        fail("grpo-rollout", "training consumed no recorded group")
-    adapter_dir = os.path.join(work, "adapter")
-    if trainer.is_world_process_zero():
-        # only the trained adapter; TRL's frozen "ref" copy is not an output
-        save_adapter(trainer.model, adapter_dir, ["default"])
+    return GrpoRun(trainer, peft_config, dtype, checkpointing, rank, epsilon_high)
+
+
+def grpo_effective_config(
+    args: argparse.Namespace, bundle: Bundle, stats: GrpoCorpusStats, run: GrpoRun
+) -> dict[str, Json]:
+    """Step 5: the tagged effective configuration of the result (§3.5)."""
+    width = bundle.grpo_width
     beta = float(args.beta)
     reference = "initial_adapter" if bundle.has_input_adapter else "base_model"
+    dtype, rank = run.dtype, run.rank
     config: dict[str, Json] = {
         "base_model": tagged("text", args.base_model),
         "behavior_policy": tagged("text", "recorded"),
-        "behavior_policy_sha256": tagged("text", sha256_text(canonical_json(policy))),
+        "behavior_policy_sha256": tagged("text", sha256_text(canonical_json(stats.policy))),
         "beta": tagged("decimal", args.beta),
         "bf16": tagged("boolean", dtype == "bfloat16"),
         "fp16": tagged("boolean", dtype == "float16"),
-        "dataset_completions": tagged("unsigned", completions),
-        "dataset_forced_action_tokens": tagged("unsigned", forced),
-        "dataset_groups": tagged("unsigned", len(prompts)),
-        "dataset_sampled_action_tokens": tagged("unsigned", sampled),
+        "dataset_completions": tagged("unsigned", stats.completions),
+        "dataset_forced_action_tokens": tagged("unsigned", stats.forced),
+        "dataset_groups": tagged("unsigned", len(stats.prompts)),
+        "dataset_sampled_action_tokens": tagged("unsigned", stats.sampled),
         "dtype": tagged("text", dtype),
         "epochs": tagged("decimal", args.epochs),
-        "epsilon_high": tagged("decimal", epsilon_high),
+        "epsilon_high": tagged("decimal", run.epsilon_high),
         "epsilon_low": tagged("decimal", args.epsilon),
         "gradient_accumulation_steps": tagged("unsigned", args.gradient_accumulation_steps),
-        "gradient_checkpointing": tagged("boolean", checkpointing),
+        "gradient_checkpointing": tagged("boolean", run.checkpointing),
         "groups_per_device_batch": tagged("unsigned", args.batch_size),
         "importance_sampling_level": tagged("text", args.importance_sampling_level),
         "input_adapter": tagged("boolean", bundle.has_input_adapter),
@@ -1786,7 +2266,7 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         "learning_rate": tagged("decimal", args.learning_rate),
         "loss_type": tagged("text", args.loss_type),
         "lr_scheduler_type": tagged("text", args.lr_scheduler),
-        "max_completion_length": tagged("unsigned", longest),
+        "max_completion_length": tagged("unsigned", stats.longest),
         "max_grad_norm": tagged("decimal", args.max_grad_norm),
         "num_generations": tagged("unsigned", width),
         "num_iterations": tagged("unsigned", 1),
@@ -1801,12 +2281,29 @@ def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str
         "warmup_ratio": tagged("decimal", args.warmup_ratio),
         "weight_decay": tagged("decimal", args.weight_decay),
     }
-    if peft_config is not None:
+    if run.peft_config is not None:
         config["lora_rank"] = tagged("unsigned", rank)
         config["lora_alpha"] = tagged("unsigned", args.lora_alpha or 2 * rank)
         config["lora_dropout"] = tagged("decimal", args.lora_dropout or "0.0")
         config["target_modules"] = tagged("text", ",".join(args.target_modules or LORA_TARGETS))
-    return adapter_dir, config
+    return config
+
+
+def train_grpo(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
+    """The recorded-GRPO route (§3.4): snapshot, rollout source, trainer, train, save."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    stats = snapshot_grpo_corpus(bundle, work)
+    cursor = GroupCursor(work, stats.dataset)
+    run = build_grpo_trainer(args, bundle, work, stats, cursor)
+    run.trainer.train()
+    if cursor.consumed == 0:
+        fail("grpo-rollout", "training consumed no recorded group")
+    adapter_dir = os.path.join(work, "adapter")
+    if run.trainer.is_world_process_zero():
+        # only the trained adapter; TRL's frozen "ref" copy is not an output
+        save_adapter(run.trainer.model, adapter_dir, ["default"])
+    return adapter_dir, grpo_effective_config(args, bundle, stats, run)
 
 
 # ----------------------------------------------------------------------------------------

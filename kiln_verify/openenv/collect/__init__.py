@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from kiln_verify.errors import PolicyProvenanceMissing
+from kiln_verify.errors import GrpoOutputUnsupported, PolicyProvenanceMissing
 from kiln_verify.openenv.collect.bundle import LOCAL_KILN_URL, Bundle, build_bundle
 from kiln_verify.openenv.collect.controls import (
     DEFAULT_DATASET,
@@ -88,6 +88,14 @@ def grpo_tokenizer(controls: CollectionControls, policy: Policy) -> Mapping[str,
             f"tokenizer; {type(policy).__name__} does not" + (f" ({why})" if why else ""),
             fields=("grpo_output",),
         )
+    if controls.options.thinking_budget_tokens is not None and not callable(
+        getattr(policy, "thinking_close_token_ids", None)
+    ):
+        raise GrpoOutputUnsupported(
+            f"`grpo_output` with `thinking_budget_tokens` needs a policy that forces the "
+            f"thinking close tokens and names them; {type(policy).__name__} does not",
+            fields=("grpo_output", "thinking_budget_tokens"),
+        )
     return policy.tokenizer_identity()
 
 
@@ -131,7 +139,14 @@ async def run_collection(
     if controls.grpo_output is not None and tokenizer is not None:
         from kiln_verify.openenv.collect.grpo_corpus import build_grpo_corpus  # HF records
 
-        grpo = build_grpo_corpus(collection, tokenizer)
+        close = getattr(policy, "thinking_close_token_ids", None)
+        codec = getattr(policy, "token_codec", None)
+        grpo = build_grpo_corpus(
+            collection,
+            tokenizer,
+            close_token_ids=close() if callable(close) else None,
+            codec=codec() if callable(codec) else None,
+        )
         bundle = dataclasses.replace(bundle, grpo=grpo)
         files.append((controls.grpo_output, grpo))
     notify(ProgressEvent("publishing"))

@@ -277,7 +277,11 @@ class CollectionControls:
             self._check_grpo(resolved)
 
     def _check_grpo(self, bundle_paths: set[str]) -> None:
-        """``grpo_output``: only single-action episodes in real groups map onto GRPO rows."""
+        """``grpo_output``: real groups (two or more candidates) and an exact f32 temperature.
+
+        Multi-step episodes and a thinking budget are recorded as one token stream per
+        episode (``collect.grpo_corpus``); whether the policy can record them is checked
+        against the policy (``collect.grpo_tokenizer``) and by the policy itself."""
         # the HF record layer costs start-up time every rollout would pay; only this flag needs it
         from kiln_verify.hf.manifest.grpo import F32
         from kiln_verify.hf.manifest.grpo import MIN_GROUP_COMPLETIONS as MIN_GRPO_GROUP_SIZE
@@ -293,19 +297,6 @@ class CollectionControls:
                 f"{options.group_size}): a GRPO row compares at least two completions of one "
                 "prompt",
                 fields=("grpo_output", "group_size"),
-            )
-        if options.max_steps != 1:
-            raise GrpoOutputUnsupported(
-                f"`grpo_output` needs `max_steps` 1 (got {options.max_steps}): a GRPO "
-                "completion is one generation, so only single-action episodes are represented "
-                "exactly",
-                fields=("grpo_output", "max_steps"),
-            )
-        if options.thinking_budget_tokens is not None:
-            raise GrpoOutputUnsupported(
-                "`grpo_output` cannot record `thinking_budget_tokens` (forced close tokens "
-                "need the budget's close token ids, which the collector does not know)",
-                fields=("grpo_output", "thinking_budget_tokens"),
             )
         try:
             TypeAdapter(F32).validate_python(options.temperature)

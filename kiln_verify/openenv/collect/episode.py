@@ -13,6 +13,12 @@ opened with the group's exact reset payload:
 * :data:`~.machine.READ_STATE`: the final ``state``;
 * :data:`~.machine.FINISHED`: close the session, then assemble the records (:mod:`.assemble`).
 
+With ``--grpo-output`` each model call's :class:`TokenProvenance` and final content are
+retained (charged to the retained-representation budget) for the GRPO corpus, and each
+request after the first carries the previous call's provenance (``prior``) so the policy
+continues one token stream (kiln_verify.tokens.stream); a response without provenance is
+``policy_provenance_missing``. Without it they are dropped at once.
+
 Under the group's hidden-state check, one read-only ``state`` right after reset is
 compared across the group (``collect.groupcheck``) before the first policy call, and
 never recorded. Every other client error (transport, timeout, poisoned session,

@@ -224,6 +224,9 @@ class EpisodeMachine:
                 thinking=options.thinking,
                 observation=self._latest,
                 environment_name=env.name,
+                thinking_budget_tokens=options.thinking_budget_tokens,
+                # recording: the policy continues the token stream of the previous turn
+                prior=self._generations[-1].provenance if self._generations else None,
             )
         )
 

@@ -65,6 +65,12 @@ class PolicyRequest:
     latest observation payload (``Observation.observation``; a ``legal_actions`` list in it
     is honoured by the ``random`` policy). ``generation_seed`` is :func:`generation_seed`
     of (``seed``, ``candidate_index``, ``step_index``).
+
+    ``thinking_budget_tokens`` (thinking on) bounds the sampled reasoning tokens; a policy
+    that can force the close tokens does (the ``transformers`` policy). ``prior`` is the
+    previous turn's :class:`TokenProvenance` of the same episode when the collector records
+    token provenance (``--grpo-output``): a recording policy continues that token stream
+    (kiln_verify.tokens.stream) instead of rendering the chat afresh.
     """
 
     messages: Sequence[ChatMessage]
@@ -78,6 +84,8 @@ class PolicyRequest:
     seed: int = 0
     candidate_index: int = 0
     step_index: int = 0
+    thinking_budget_tokens: int | None = None
+    prior: TokenProvenance | None = None
 
     @classmethod
     def for_step(

@@ -11,6 +11,22 @@ token (kept in the completion ids) or after ``max_action_tokens`` tokens. With t
 the decoded completion is split at the first ``</think>`` into ``reasoning`` and ``text``;
 with no ``</think>`` the whole completion is reasoning and ``text`` is empty.
 
+Token streams (docs/hf-contract.md, "The token stream of a trajectory"): rendering,
+encoding and decoding go through one :class:`~kiln_verify.tokens.TokenCodec` (the loaded
+fast tokenizer's ``tokenizers`` backend and the chat template, with the special-token
+strings ``apply_chat_template`` passes). When the request carries the previous turn's
+provenance (``prior``, recorded collections), the context is that turn's token stream plus
+the environment tokens :func:`kiln_verify.tokens.next_turn` derives, so the model is
+conditioned on exactly the sequence the GRPO row records; a template that rewrites earlier
+turns is refused there (``chat_template_not_prefix_preserving``). Without ``prior`` the
+chat is rendered afresh, as before.
+
+Thinking budget (``thinking_budget_tokens`` B, thinking on): once B tokens were sampled
+without ``</think>`` having been decoded, the tokens of ``</think>``
+(:meth:`TransformersPolicy.thinking_close_token_ids`) are appended as ``forced`` (no
+log-probability) and sampling continues; the forced tokens count toward
+``max_action_tokens``, but are always appended in full.
+
 ``adapter_dir`` applies a PEFT LoRA adapter (``adapter_config.json`` +
 ``adapter_model.safetensors``, e.g. one installed by ``kiln-verify hf import-peft`` or
 written by an export's ``train.py``) on top of the base weights with
@@ -67,9 +83,9 @@ from kiln_verify.openenv.policy.base import (
     PolicyResponse,
     elapsed_ms,
 )
-from kiln_verify.records import SamplingParameters, TokenProvenance
+from kiln_verify.records import SamplingParameters, TokenProvenance, TokenSource
+from kiln_verify.tokens import THINK_CLOSE, TokenCodec, next_turn
 
-THINK_CLOSE = "</think>"
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 _DEVICE = re.compile(r"(cpu|cuda(:[0-9]{1,3})?)")
@@ -198,8 +214,16 @@ class TransformersPolicy:
             raise PolicyGenerationFailed(
                 f"cannot load the model directory ({type(exc).__name__})", path=os.fspath(directory)
             ) from None
-        if not getattr(self._tokenizer, "chat_template", None):
+        template = getattr(self._tokenizer, "chat_template", None)
+        backend = getattr(self._tokenizer, "backend_tokenizer", None)
+        if not isinstance(template, str) or not template:
             raise PolicyConfigInvalid("the model directory has no chat template")
+        if backend is None:
+            raise PolicyConfigInvalid("the model directory has no fast (tokenizer.json) tokenizer")
+        self._codec = TokenCodec(
+            backend, template, special_tokens=dict(self._tokenizer.special_tokens_map)
+        )
+        self._close_ids = tuple(self._codec.encode(THINK_CLOSE))
         eos = self._model.generation_config.eos_token_id
         eos_ids = list(eos) if isinstance(eos, list) else [eos]
         if self._tokenizer.eos_token_id is not None:
@@ -225,21 +249,46 @@ class TransformersPolicy:
             "sampler": "kiln-verify-multinomial/v1",
         }
 
+    def token_codec(self) -> TokenCodec:
+        """The codec this policy renders, encodes and decodes with (the recorder's side of
+        the token-stream rule); ``--grpo-output`` replays every row with it."""
+        return self._codec
+
+    def thinking_close_token_ids(self) -> tuple[int, ...]:
+        """The tokens a thinking budget forces: ``</think>`` encoded without specials."""
+        return self._close_ids
+
     def _prompt_ids(self, request: PolicyRequest) -> list[int]:
-        text = self._tokenizer.apply_chat_template(
-            [dict(m) for m in request.messages],
-            tokenize=False,
-            add_generation_prompt=True,
-            enable_thinking=request.thinking,
+        """Turn 0: the chat rendered and encoded; a later recorded turn: the prior stream
+        plus the environment tokens the token-stream rule appends."""
+        chat = [dict(m) for m in request.messages]
+        invocation = {"template_kwargs": {"enable_thinking": request.thinking}}
+        prior = request.prior
+        if prior is None:
+            return self._codec.encode(
+                self._codec.render(chat, invocation, generation_prompt=True)
+            )
+        last = max((i for i, m in enumerate(chat) if m.get("role") == "assistant"), default=-1)
+        if last < 0:
+            raise PolicyGenerationFailed("a continued turn needs the previous assistant turn")
+        _, env = next_turn(
+            self._codec,
+            invocation,
+            turn_text=self._codec.render(chat[:last], invocation, generation_prompt=True),
+            action_ids=prior.completion_token_ids,
+            content=str(chat[last].get("content")),
+            next_chat=chat,
+            where=f"step {request.step_index}",
         )
-        ids = self._tokenizer(text, add_special_tokens=False)["input_ids"]
-        return [int(i) for i in ids]
+        return [*prior.input_token_ids, *env]
 
     def _generate(self, request: PolicyRequest) -> PolicyResponse:
         torch = self._torch
         start = self._clock()
         try:
             prompt = self._prompt_ids(request)
+        except KilnError:
+            raise
         except Exception as exc:
             raise PolicyGenerationFailed(
                 f"the chat template failed to render ({type(exc).__name__})"
@@ -250,15 +299,35 @@ class TransformersPolicy:
         generator.manual_seed(request.generation_seed)
         completion: list[int] = []
         logprobs: list[float | None] = []
+        sources: list[TokenSource] = []
         temperature = float(request.temperature)
+        budget = request.thinking_budget_tokens if request.thinking else None
+        sampled = 0
+        closed = budget is None
         with torch.no_grad():
-            ids = torch.tensor([prompt], device=self._device)
             past = None
-            step_input = ids
-            for _ in range(request.max_action_tokens):
-                out = self._model(input_ids=step_input, cache=past, use_cache=True)
-                past = out.get("cache")
-                logits = out.logits[0, -1].float()
+            step_input = torch.tensor([prompt], device=self._device)
+            while len(completion) < request.max_action_tokens:
+                if not closed and sampled == budget:
+                    # the budget ran out while thinking: force the close tokens
+                    closed = True
+                    forced = list(self._close_ids)
+                    completion.extend(forced)
+                    logprobs.extend(None for _ in forced)
+                    sources.extend("forced" for _ in forced)
+                    out = self._model(
+                        input_ids=torch.tensor([forced], device=self._device),
+                        cache=past,
+                        use_cache=True,
+                    )
+                    past = out.get("cache")
+                    logits = out.logits[0, -1].float()
+                    step_input = None
+                    continue
+                if step_input is not None:
+                    out = self._model(input_ids=step_input, cache=past, use_cache=True)
+                    past = out.get("cache")
+                    logits = out.logits[0, -1].float()
                 if temperature > 0:
                     log_probs = torch.log_softmax(logits / temperature, dim=-1)
                     token = int(torch.multinomial(log_probs.exp(), 1, generator=generator).item())
@@ -268,12 +337,16 @@ class TransformersPolicy:
                     logprob = 0.0
                 completion.append(token)
                 logprobs.append(logprob)
+                sources.append("sampled")
+                sampled += 1
                 if token in self._eos:
                     break
+                if not closed:
+                    closed = THINK_CLOSE in self._codec.decode(completion[-len(THINK_CLOSE) :])
                 step_input = torch.tensor([[token]], device=self._device)
         finish = "stop" if completion and completion[-1] in self._eos else "length"
         body_ids = completion[:-1] if finish == "stop" else completion
-        decoded = self._tokenizer.decode(body_ids, skip_special_tokens=False)
+        decoded = self._codec.decode(body_ids)
         reasoning: str | None = None
         text = decoded
         if request.thinking:
@@ -283,7 +356,7 @@ class TransformersPolicy:
             prompt_token_ids=tuple(prompt),
             completion_token_ids=tuple(completion),
             behavior_logprobs=tuple(logprobs),
-            sources=tuple("sampled" for _ in completion),
+            sources=tuple(sources),
             seed=request.generation_seed,
             sampling=SamplingParameters(
                 temperature=temperature, max_tokens=request.max_action_tokens
