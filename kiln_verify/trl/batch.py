@@ -23,7 +23,7 @@ from kiln_verify.errors import (
     TrlRewardNotFinite,
 )
 from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
-from kiln_verify.limits import MAX_ACTION_TOKENS, MAX_CONCURRENCY
+from kiln_verify.limits import MAX_ACTION_TOKENS, MAX_CONCURRENCY, MAX_GRPO_ROW_BYTES
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.engine import CollectedGroup, Collection, same_start
 from kiln_verify.openenv.collect.plan import ResetPlan
@@ -200,7 +200,7 @@ def _with_rewards(corpus: bytes, rewards: list[float]) -> bytes:
 
     rows, index = [], 0
     for line in corpus.splitlines():
-        group = GrpoGroup.model_validate(loads(line))
+        group = GrpoGroup.model_validate(loads(line, max_bytes=MAX_GRPO_ROW_BYTES))
         completions = []
         for completion in group.completions:
             completions.append(completion.model_copy(update={"reward": rewards[index]}))

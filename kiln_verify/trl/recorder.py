@@ -70,6 +70,8 @@ def check_trainer(trainer: Any, group_size: int, base: BaseModel, *, factory: bo
     ]
     if factory:
         rules.append((trainer.rollout_func is None, "use either the factory or a rollout_func"))
+    else:
+        rules.append((trainer.rollout_func is not None, "the trainer has no rollout_func"))
     for ok, rule in rules:
         if not ok:
             raise TrlBatchAmbiguous(f"the trainer cannot be recorded exactly: {rule}")
