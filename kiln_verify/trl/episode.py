@@ -30,10 +30,12 @@ from kiln_verify.core.jsonenc import dumps_canonical
 from kiln_verify.errors import (
     CapacityExhausted,
     KilnError,
+    ProtocolViolation,
     RecoverableProtocolError,
     TerminalProtocolError,
     TrlBatchOverCapacity,
     TrlEpisodeFailed,
+    TrlRewardNotFinite,
 )
 from kiln_verify.openenv.client import CapacityAcquisition
 from kiln_verify.openenv.collect.assemble import EpisodeResult, episode_result
@@ -167,7 +169,12 @@ class Episode:
                 self._fail(exc)
                 raise
             else:
-                machine.step_answered(observation)
+                try:
+                    machine.step_answered(observation)
+                except ProtocolViolation as exc:  # the machine's one: the return overflowed
+                    refused = TrlRewardNotFinite(f"the episode return overflowed: {exc.rule}")
+                    self._fail(refused)
+                    raise refused from None
 
     def finish(self) -> EpisodeOutcome:
         """End the episode (a still-open one as a reply without an action); its outcome."""

@@ -30,7 +30,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from kiln_verify.errors import TrlBatchAmbiguous, TrlEpisodeFailed, TrlRewardNotFinite
+from kiln_verify.errors import (
+    TrlBatchAmbiguous,
+    TrlEpisodeFailed,
+    TrlError,
+    TrlRewardNotFinite,
+)
 from kiln_verify.openenv.collect.controls import CollectionOptions
 from kiln_verify.trl.episode import Episode
 from kiln_verify.trl.run import OpenEnvRun
@@ -67,6 +72,8 @@ class OpenEnvEnvironment:
     def get_reward(self) -> float:
         """The episode return (contract rules), once the rollout ended."""
         run = self._factory.run
+        if isinstance(run.failure, TrlError):
+            raise type(run.failure)(run.failure.rule) from run.failure
         if run.failure is not None:
             raise TrlEpisodeFailed(
                 f"an episode of this batch failed ({run.failure.code}: {run.failure.rule}); "
