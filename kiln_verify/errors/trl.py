@@ -55,7 +55,7 @@ class TrlBatchAmbiguous(TrlError):
 
     code = "trl_batch_ambiguous"
     exit_code = 2
-    default_hint = "see docs/trl.md, \"How a TRL batch maps onto groups\""
+    default_hint = 'see docs/trl.md, "How a TRL batch maps onto groups"'
 
 
 class TrlEpisodeFailed(TrlError):

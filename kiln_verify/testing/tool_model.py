@@ -4,11 +4,13 @@ TRL's tool loop needs a chat template that renders a whole tool-calling conversa
 (``user -> assistant with tool_calls -> tool``), is prefix-preserving (it splices tool-result
 tokens between generations) and a response parser for the model's tool calls. The tiny
 test model's ChatML template renders no tools, so this module builds its own, locally, like
-the tiny tokenizer: :data:`TOOL_CHAT_TEMPLATE` is ChatML with the tools' JSON schemas in the
-system turn, assistant tool calls in the Hermes ``<tool_call>{"name", "arguments"}</tool_call>``
-form, tool results as ``tool`` turns and every assistant reply in a ``{% generation %}``
-block (so it is also its own training template), and the tokenizer carries TRL's own Qwen3
-response template, which parses exactly that form. The template renders an assistant turn
+the tiny tokenizer: :data:`TOOL_CHAT_TEMPLATE` is ChatML with the tools' JSON schemas in
+the system turn (keys sorted: a recorded ``tools`` list is canonical JSON, so a template
+whose rendering depends on key order could not be replayed), assistant tool calls in the
+Hermes ``<tool_call>{"name", "arguments"}</tool_call>`` form, tool results as ``tool``
+turns and every assistant reply in a ``{% generation %}`` block (so it is also its own
+training template), and the tokenizer carries TRL's own Qwen3 response template, which
+parses exactly that form. The template renders an assistant turn
 as ``content`` + its tool calls + ``<|im_end|>``, so a turn recorded as its raw sampled
 text re-renders byte for byte (kiln-verify's token-stream rule, docs/hf-contract.md).
 
@@ -32,7 +34,7 @@ TOOL_CHAT_TEMPLATE = (
     "{%- if tools -%}"
     "{{- '<|im_start|>system\\n' -}}"
     "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n' -}}{%- endif -%}"
-    "{%- for tool in tools -%}{{- (tool | tojson) + '\\n' -}}{%- endfor -%}"
+    "{%- for tool in tools -%}{{- (tool | tojson(sort_keys=True)) + '\\n' -}}{%- endfor -%}"
     "{{- '<|im_end|>\\n' -}}"
     "{%- elif messages[0]['role'] == 'system' -%}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' -}}"

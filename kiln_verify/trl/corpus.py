@@ -27,10 +27,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import KilnError, TokenStreamError, TrlRecordingFailed
 from kiln_verify.hf.digests import prompt_messages_digest, scored_payload_digest
 from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
 from kiln_verify.hf.manifest.grpo import ROLLOUT_PROVENANCE, GrpoCompletion
+from kiln_verify.limits import MAX_GRPO_ROW_BYTES
 from kiln_verify.openenv.records.rollout import TURN_BREAK
 from kiln_verify.records import BehaviorPolicyIdentity, ChatMessage, TurnSegment
 from kiln_verify.tokens import TokenCodec, replay_trajectory
@@ -139,21 +141,23 @@ def _completion(
     )
 
 
-def _replay(codec: TokenCodec, row: GrpoCompletion, messages: list[dict[str, Any]]) -> None:
-    provenance = row.provenance
-    assert row.trajectory is not None
-    invocation = provenance.template_invocation.to_json() if provenance.template_invocation else {}
-    replay_trajectory(
-        codec,
-        invocation,
-        messages=messages,
-        segments=row.trajectory,
-        ids=provenance.input_token_ids,
-        prompt_count=provenance.prompt_token_count,
-        actions={token.sequence_index: token.source for token in provenance.action_tokens},
-        budget=None,
-        where="the token stream",
-    )
+def _replay(codec: TokenCodec, row: bytes) -> None:
+    """Replay every completion of the row as ``hf verify`` reads it: from its written bytes
+    (free-form values such as ``tools`` come back in canonical key order)."""
+    group = loads(row, max_bytes=MAX_GRPO_ROW_BYTES)
+    for index, completion in enumerate(group["completions"]):
+        provenance = completion["provenance"]
+        replay_trajectory(
+            codec,
+            provenance.get("template_invocation", {}),
+            messages=group["messages"],
+            segments=[TurnSegment.model_validate(s) for s in completion["trajectory"]],
+            ids=provenance["input_token_ids"],
+            prompt_count=provenance["prompt_token_count"],
+            actions={t["sequence_index"]: t["source"] for t in provenance["action_tokens"]},
+            budget=None,
+            where=f"completion {index}",
+        )
 
 
 def grpo_rows(
@@ -188,7 +192,6 @@ def grpo_rows(
                     invocation=invocation,
                     sampling=sampling,
                 )
-                _replay(codec, row, messages)
             except TokenStreamError as exc:
                 raise type(exc)(f"{where}: {exc.rule}") from None
             except (KilnError, ValidationError, ValueError) as exc:
@@ -196,7 +199,11 @@ def grpo_rows(
             built.append(row)
         try:
             chat = [ChatMessage.model_validate(m) for m in messages]
-            rows.append(grpo_row_bytes(GrpoGroup(messages=chat, completions=built)))
+            row_bytes = grpo_row_bytes(GrpoGroup(messages=chat, completions=built))
+            _replay(codec, row_bytes)
+        except TokenStreamError as exc:
+            raise type(exc)(f"group {group}: {exc.rule}") from None
         except (KilnError, ValidationError) as exc:
             raise TrlRecordingFailed(f"group {group}: {str(exc)[:300]}") from None
+        rows.append(row_bytes)
     return b"".join(rows)
