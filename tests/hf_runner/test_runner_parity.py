@@ -46,6 +46,7 @@ def test_lora_targets() -> None:
         ("MAX_COMPLETIONS", "MAX_GROUP_COMPLETIONS"),
         ("MAX_CONFIG_ENTRIES", "MAX_EFFECTIVE_CONFIG_ENTRIES"),
         ("MAX_CONFIG_BYTES", "MAX_EFFECTIVE_CONFIG_BYTES"),
+        ("MAX_LORA_RANK", "MAX_LORA_RANK"),
     ],
 )
 def test_limits(runner: str, library: str) -> None:

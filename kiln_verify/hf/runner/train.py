@@ -88,6 +88,9 @@ MAX_SHARDS = 4096
 MAX_GRPO_DATASET_BYTES = 64 * 1024**3
 MAX_GRPO_ROW_BYTES = 256 * 1024 * 1024
 MAX_GRPO_GROUPS = 10_000_000
+#: the largest LoRA rank `kiln-verify hf import-peft` accepts: a larger one trains an adapter
+#: the importer refuses, so the runner refuses it first
+MAX_LORA_RANK = 65536
 MIN_COMPLETIONS, MAX_COMPLETIONS = 2, 1024
 MAX_CONFIG_ENTRIES = 256
 MAX_CONFIG_BYTES = 65_536
@@ -1523,6 +1526,15 @@ def _positive(value: str) -> int:
     return number
 
 
+def _lora_rank(value: str) -> int:
+    rank = _positive(value)
+    if rank > MAX_LORA_RANK:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} exceeds MAX_LORA_RANK={MAX_LORA_RANK} (the importer's bound)"
+        )
+    return rank
+
+
 def _seed(value: str) -> int:
     try:
         number = int(value)
@@ -1584,7 +1596,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--importance-sampling-level", choices=("token", "sequence"), default="token")
     p.add_argument("--scale-rewards", choices=("group", "batch", "none"), default="none")
-    p.add_argument("--lora-rank", type=_positive, default=None)
+    p.add_argument("--lora-rank", type=_lora_rank, default=None)
     p.add_argument("--lora-alpha", type=_positive, default=None)
     p.add_argument("--lora-dropout", type=_decimal(0.0, 1.0), default=None)
     p.add_argument("--target-modules", type=_targets, default=None)
