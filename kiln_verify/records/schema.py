@@ -8,7 +8,9 @@ the checked-in schema says what :func:`~kiln_verify.records.validate_record` acc
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,7 +18,7 @@ from pydantic.json_schema import models_json_schema
 
 from kiln_verify.records.base import Record
 
-__all__ = ["record_definitions"]
+__all__ = ["export_main", "record_definitions"]
 
 
 def _all_models(roots: Sequence[type[BaseModel]]) -> dict[str, type[BaseModel]]:
@@ -76,3 +78,22 @@ def record_definitions(roots: Sequence[type[BaseModel]]) -> dict[str, Any]:
             if key in props:
                 props[key] = _drop_null(props[key])
     return {name: defs[name] for name in sorted(defs)}
+
+
+def export_main(argv: Sequence[str] | None, *, path: Path, data: bytes, module: str) -> int:
+    """The command line of a contract's ``schema_export`` module: write ``data`` to
+    ``path``, or with ``--check`` exit 1 when the checked-in file differs (the test suite
+    and ``python -m MODULE --check`` use the same rule); 2 on other arguments."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--check"]:
+        current = path.read_bytes() if path.exists() else b""
+        if current != data:
+            print(f"{path} is stale; run python -m {module}", file=sys.stderr)
+            return 1
+        return 0
+    if args:
+        print(f"usage: python -m {module} [--check]", file=sys.stderr)
+        return 2
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return 0

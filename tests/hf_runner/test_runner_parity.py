@@ -1,10 +1,11 @@
 """Every rule ``train.py`` duplicates from the library, pinned to the library's own value.
 
 The runner is embedded byte for byte in each export and cannot import kiln-verify, so it
-carries copies: the LoRA target list, the limits, strict JSON, the rollout-provenance and
-thinking text, the template arguments a render owns. Each copy is compared with its single
-source of truth here, so changing one side without the other fails a test. (The token-
-stream rule itself is compared by behaviour in ``test_runner_stream.py``.)
+carries copies: the LoRA target list, the limits (the chat-template cap among them), strict
+JSON, the rollout-provenance and thinking text, the template arguments a render owns, the
+training template's generation tags. Each copy is compared with its single source of truth
+here, so changing one side without the other fails a test. (The token-stream rule itself
+is compared by behaviour in ``test_runner_stream.py``.)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kiln_verify import limits
 from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import KilnError
 from kiln_verify.hf.adapter_check import LORA_TARGETS
+from kiln_verify.hf.export import template
 from kiln_verify.hf.manifest.grpo import MIN_GROUP_COMPLETIONS, ROLLOUT_PROVENANCE
 from kiln_verify.hf.runner import train
 from kiln_verify.records import MAX_LOGPROB
@@ -34,6 +36,7 @@ def test_lora_targets() -> None:
         ("MAX_MANIFEST_BYTES", "MAX_MANIFEST_BYTES"),
         ("MAX_RECEIPT_BYTES", "MAX_SFT_RECEIPT_BYTES"),
         ("MAX_TOKENIZER_BYTES", "MAX_TOKENIZER_BYTES"),
+        ("MAX_TEMPLATE_BYTES", "MAX_CHAT_TEMPLATE_BYTES"),
         ("MAX_PATH_BYTES", "MAX_ARTIFACT_PATH_BYTES"),
         ("MAX_TEXT_BYTES", "MAX_HF_TEXT_BYTES"),
         ("MAX_SHARDS", "MAX_BASE_SHARDS"),
@@ -43,6 +46,7 @@ def test_lora_targets() -> None:
         ("MAX_COMPLETIONS", "MAX_GROUP_COMPLETIONS"),
         ("MAX_CONFIG_ENTRIES", "MAX_EFFECTIVE_CONFIG_ENTRIES"),
         ("MAX_CONFIG_BYTES", "MAX_EFFECTIVE_CONFIG_BYTES"),
+        ("MAX_LORA_RANK", "MAX_LORA_RANK"),
     ],
 )
 def test_limits(runner: str, library: str) -> None:
@@ -56,6 +60,12 @@ def test_grpo_constants() -> None:
     assert train.RESERVED_TEMPLATE_ARGUMENTS == RESERVED_TEMPLATE_ARGUMENTS
     assert MAX_LOGPROB == 1e-6  # the runner's literal bound in check_action_tokens
     assert "logprob > 1e-6" in Path(train.__file__).read_text(encoding="utf-8")
+
+
+def test_generation_tags() -> None:
+    # the runner reads the template as bytes, the library as text: same patterns
+    assert train.GENERATION_OPEN.pattern == template.GENERATION_OPEN.pattern.encode()
+    assert train.GENERATION_CLOSE.pattern == template.GENERATION_CLOSE.pattern.encode()
 
 
 BAD_JSON = [b'{"a":1,"a":2}', b'{"a":NaN}', b'{"a":Infinity}', b'{"a":1} x', b"[1,]"]

@@ -139,3 +139,16 @@ def test_normalize_messages_for_hf() -> None:
     assert out[0]["content"] is None
     assert out[0]["tool_calls"][0]["function"]["arguments"] == {"q": 1}
     assert messages[0]["content"] == ""  # input untouched
+
+
+@pytest.mark.parametrize(("rank", "accepted"), [("65536", True), ("65537", False), ("0", False)])
+def test_lora_rank_is_bounded_as_the_importer_bounds_it(rank: str, accepted: bool) -> None:
+    """A rank the importer refuses (adapter_check: 1..MAX_LORA_RANK) is refused up front."""
+    parser = train.build_parser()
+    argv = ["BUNDLE", "--base-model", "M", "--lora-rank", rank]
+    if accepted:
+        assert parser.parse_args(argv).lora_rank == int(rank)
+    else:
+        with pytest.raises(SystemExit) as caught:
+            parser.parse_args(argv)
+        assert caught.value.code == 2

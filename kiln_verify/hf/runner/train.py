@@ -81,20 +81,28 @@ LORA_TARGETS = (
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_RECEIPT_BYTES = 512 * 1024 * 1024
 MAX_TOKENIZER_BYTES = 512 * 1024 * 1024
+MAX_TEMPLATE_BYTES = 16 * 1024 * 1024
 MAX_PATH_BYTES = 512
 MAX_TEXT_BYTES = 512
 MAX_SHARDS = 4096
 MAX_GRPO_DATASET_BYTES = 64 * 1024**3
 MAX_GRPO_ROW_BYTES = 256 * 1024 * 1024
 MAX_GRPO_GROUPS = 10_000_000
+#: the largest LoRA rank `kiln-verify hf import-peft` accepts: a larger one trains an adapter
+#: the importer refuses, so the runner refuses it first
+MAX_LORA_RANK = 65536
 MIN_COMPLETIONS, MAX_COMPLETIONS = 2, 1024
 MAX_CONFIG_ENTRIES = 256
 MAX_CONFIG_BYTES = 65_536
+DEFAULT_LORA_RANK = 16
 HASH_CHUNK = 4 * 1024 * 1024
 
 SHA256_RE = re.compile(r"sha256:[0-9a-f]{64}")
 SHARD_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,255}")
 RELEASE_RE = re.compile(r"[0-9]+(\.[0-9]+)*")
+#: The TRL training template's assistant spans (``has_generation_blocks`` in the library).
+GENERATION_OPEN = re.compile(rb"\{%-?\s*generation\s*-?%\}")
+GENERATION_CLOSE = re.compile(rb"\{%-?\s*endgeneration\s*-?%\}")
 
 Json = Any
 
@@ -749,11 +757,8 @@ def check_sft_task_data(
     blocks."""
     check_ingestion_receipt(root, d, receipt)
     check_sft_rows(root, rows, dataset)
-    template = read_verified(root, model_ids["trl_training_chat_template"], 16 * 1024 * 1024)
-    if not (
-        re.search(rb"\{%-?\s*generation\s*-?%\}", template)
-        and re.search(rb"\{%-?\s*endgeneration\s*-?%\}", template)
-    ):
+    template = read_verified(root, model_ids["trl_training_chat_template"], MAX_TEMPLATE_BYTES)
+    if not (GENERATION_OPEN.search(template) and GENERATION_CLOSE.search(template)):
         fail(
             "training-template",
             "training_chat_template.jinja has no {% generation %} ... {% endgeneration %} "
@@ -1296,7 +1301,7 @@ def replay_grpo_corpus(bundle: Bundle) -> int:
             read_verified(
                 bundle.root,
                 manifest_identity(bundle, "model", "chat_template", "chat_template.jinja"),
-                16 * 1024 * 1024,
+                MAX_TEMPLATE_BYTES,
             ),
         )
 
@@ -1521,6 +1526,15 @@ def _positive(value: str) -> int:
     return number
 
 
+def _lora_rank(value: str) -> int:
+    rank = _positive(value)
+    if rank > MAX_LORA_RANK:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} exceeds MAX_LORA_RANK={MAX_LORA_RANK} (the importer's bound)"
+        )
+    return rank
+
+
 def _seed(value: str) -> int:
     try:
         number = int(value)
@@ -1582,7 +1596,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--importance-sampling-level", choices=("token", "sequence"), default="token")
     p.add_argument("--scale-rewards", choices=("group", "batch", "none"), default="none")
-    p.add_argument("--lora-rank", type=_positive, default=None)
+    p.add_argument("--lora-rank", type=_lora_rank, default=None)
     p.add_argument("--lora-alpha", type=_positive, default=None)
     p.add_argument("--lora-dropout", type=_decimal(0.0, 1.0), default=None)
     p.add_argument("--target-modules", type=_targets, default=None)
@@ -1600,19 +1614,15 @@ class Preflight:
     residue: list[str]
 
 
-def preflight(args: argparse.Namespace) -> Preflight:
-    """Every check that precedes importing torch (standard library only)."""
-    check_world_size()
-    root = os.path.abspath(args.bundle)
-    bundle = load_bundle(root)
-    if (
-        bundle.task == "sft"
-        and bundle.has_input_adapter
-        and any(
-            getattr(args, k) is not None
-            for k in ("lora_rank", "lora_alpha", "lora_dropout", "target_modules")
-        )
-    ):
+LORA_SHAPE_FLAGS = ("lora_rank", "lora_alpha", "lora_dropout", "target_modules")
+
+
+def check_route_flags(args: argparse.Namespace, bundle: Bundle) -> None:
+    """Flags the bundle's route cannot honour: LoRA shape flags next to an exported input
+    adapter (it is trained as it is), and for GRPO ``--max-length`` and a ``--batch-size``
+    that does not divide the groups."""
+    shaped = any(getattr(args, k) is not None for k in LORA_SHAPE_FLAGS)
+    if bundle.task == "sft" and bundle.has_input_adapter and shaped:
         fail(
             "lora-flags",
             "LoRA shape flags are forbidden when the export has an input adapter",
@@ -1631,28 +1641,39 @@ def preflight(args: argparse.Namespace) -> Preflight:
                 f"--batch-size {args.batch_size} does not divide the {bundle.rows} groups",
                 "choose a --batch-size that divides the group count",
             )
-        if bundle.has_input_adapter and any(
-            getattr(args, k) is not None
-            for k in ("lora_rank", "lora_alpha", "lora_dropout", "target_modules")
-        ):
+        if bundle.has_input_adapter and shaped:
             fail(
                 "lora-flags",
                 "LoRA shape flags are forbidden with an input adapter",
                 "drop the LoRA shape flags",
             )
-    residue = result_state(bundle, recover=not args.verify_only)
-    verify_base_model(bundle, args.base_model)
+
+
+def check_running_script(bundle: Bundle, allow_custom: bool) -> tuple[bytes, bool]:
+    """(the running file's bytes, whether they are the exported ``reference_script``); a
+    difference fails unless ``--allow-custom-script``."""
     script = running_script_bytes()
     match = (
         sha256_text(script) == bundle.reference_script.sha256
         and len(script) == bundle.reference_script.size_bytes
     )
-    if not match and not args.allow_custom_script:
+    if not match and not allow_custom:
         fail(
             "custom-script",
             "this train.py differs from the exported reference script",
             "run the exported train.py, or pass --allow-custom-script to run a modified one",
         )
+    return script, match
+
+
+def preflight(args: argparse.Namespace) -> Preflight:
+    """Every check that precedes importing torch (standard library only), in order."""
+    check_world_size()
+    bundle = load_bundle(os.path.abspath(args.bundle))
+    check_route_flags(args, bundle)
+    residue = result_state(bundle, recover=not args.verify_only)
+    verify_base_model(bundle, args.base_model)
+    script, match = check_running_script(bundle, args.allow_custom_script)
     packages = check_packages(args.platform_torch)
     return Preflight(bundle, script, match, packages, residue)
 
@@ -1787,6 +1808,18 @@ def _adapt_config_fields(kwargs: dict[str, Any], config_class: Any, checkpointin
             kwargs["activation_checkpointing_kwargs"] = kwargs.pop("gradient_checkpointing_kwargs")
 
 
+def lora_shape(args: argparse.Namespace) -> tuple[int, int, str, list[str]]:
+    """The fresh LoRA the flags ask for: (rank, alpha, dropout text, target modules).
+
+    Unset flags mean rank 16, alpha twice the rank, dropout 0 and every supported target;
+    the trainer's LoRA config and the result's effective configuration both read it here,
+    so what is recorded is what was trained.
+    """
+    rank = args.lora_rank or DEFAULT_LORA_RANK
+    alpha = args.lora_alpha or 2 * rank
+    return rank, alpha, args.lora_dropout or "0.0", list(args.target_modules or LORA_TARGETS)
+
+
 def trainable_lora(args: argparse.Namespace, bundle: Bundle, model: Any) -> tuple[Any, Any]:
     """(model, LoRA config for the trainer or None).
 
@@ -1800,53 +1833,147 @@ def trainable_lora(args: argparse.Namespace, bundle: Bundle, model: Any) -> tupl
     if bundle.has_input_adapter:
         path = os.path.join(bundle.root, "input_adapter")
         return PeftModel.from_pretrained(model, path, is_trainable=True), None
-    rank = args.lora_rank or 16
+    rank, alpha, dropout, targets = lora_shape(args)
     config = LoraConfig(
         r=rank,
-        lora_alpha=args.lora_alpha or 2 * rank,
-        lora_dropout=float(args.lora_dropout or "0.0"),
-        target_modules=list(args.target_modules or LORA_TARGETS),
+        lora_alpha=alpha,
+        lora_dropout=float(dropout),
+        target_modules=targets,
         bias="none",
         task_type="CAUSAL_LM",
     )
     return model, config
 
 
-def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+def add_lora_entries(config: dict[str, Json], args: argparse.Namespace, peft_config: Any) -> None:
+    """The effective configuration's LoRA shape; none for an exported input adapter, which
+    is trained as it is."""
+    if peft_config is None:
+        return
+    rank, alpha, dropout, targets = lora_shape(args)
+    config["lora_rank"] = tagged("unsigned", rank)
+    config["lora_alpha"] = tagged("unsigned", alpha)
+    config["lora_dropout"] = tagged("decimal", dropout)
+    config["target_modules"] = tagged("text", ",".join(targets))
+
+
+def load_tokenizer(base_model: str) -> Any:
+    """The base model's fast tokenizer (its ``tokenizer.json`` matched the export's in the
+    preflight); TRL needs a fast one for assistant masks and recorded token ids."""
+    from transformers import AutoTokenizer
+
+    tokenizer: Any = AutoTokenizer.from_pretrained(
+        base_model, local_files_only=True, trust_remote_code=False, use_fast=True
+    )
+    if not getattr(tokenizer, "is_fast", False):
+        fail("tokenizer", "the base model tokenizer is not a fast tokenizer")
+    return tokenizer
+
+
+def ensure_pad_token(tokenizer: Any) -> None:
+    """Batching needs a pad token: the eos token stands in when the model has none."""
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            fail("tokenizer", "the tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+
+
+@dataclass
+class TrainableModel:
+    """The seeded base model in its dtype with the LoRA to train (both routes)."""
+
+    model: Any
+    peft_config: Any
+    dtype: str
+    checkpointing: bool
+
+
+def load_trainable_model(args: argparse.Namespace, bundle: Bundle) -> TrainableModel:
+    """Seed, load the base model in the resolved dtype, set checkpointing and attach the
+    LoRA (a fresh one, or the exported input adapter)."""
     import torch
-    from datasets import Dataset  # type: ignore[import-untyped]
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
+    from transformers import AutoModelForCausalLM, set_seed
 
     dtype = resolve_dtype(args.dtype)
+    set_seed(args.seed)
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        args.base_model, local_files_only=True, trust_remote_code=False, dtype=getattr(torch, dtype)
+    )
+    checkpointing = not args.no_gradient_checkpointing
+    model.config.use_cache = not checkpointing
+    model, peft_config = trainable_lora(args, bundle, model)
+    return TrainableModel(model, peft_config, dtype, checkpointing)
+
+
+def trainer_config_kwargs(
+    args: argparse.Namespace, work: str, loaded: TrainableModel
+) -> dict[str, Any]:
+    """The TRL config settings both routes pass alike: the flags, an explicit seed, no
+    shuffling, no checkpoints saved, no reporting integrations, CPU without CUDA."""
+    import torch
+
+    return dict(
+        output_dir=os.path.join(work, "trainer"),
+        learning_rate=float(args.learning_rate),
+        num_train_epochs=float(args.epochs),
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        shuffle_dataset=False,
+        seed=args.seed,
+        data_seed=args.seed,
+        bf16=loaded.dtype == "bfloat16",
+        fp16=loaded.dtype == "float16",
+        gradient_checkpointing=loaded.checkpointing,
+        optim="adamw_torch",
+        lr_scheduler_type=args.lr_scheduler,
+        warmup_ratio=float(args.warmup_ratio),
+        weight_decay=float(args.weight_decay),
+        max_grad_norm=float(args.max_grad_norm),
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=not torch.cuda.is_available(),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# SFT route
+
+
+def load_sft_rows(bundle: Bundle) -> list[Json]:
+    """Step 1: the rows the preflight verified, read again through one descriptor and
+    proven to be the same bytes, in HF chat form."""
     rows: list[Json] = []
     lines = VerifiedLines(bundle.root, manifest_identity(bundle, "data", "dataset", "train.jsonl"))
     for line in lines:
         row = strict_json(line, "train.jsonl row")
         rows.append({"messages": normalize_messages(row["messages"])})
     lines.check()  # the rows trained on are the rows the preflight verified
+    return rows
+
+
+def sft_tokenizer(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[Any, str]:
+    """Step 2: (the tokenizer with the verified TRL training template, the path of a
+    private copy of that template in the work directory, which is what TRL reads)."""
     template_bytes = read_verified(
         bundle.root,
         manifest_identity(
             bundle, "model", "trl_training_chat_template", "training_chat_template.jinja"
         ),
-        16 * 1024 * 1024,
+        MAX_TEMPLATE_BYTES,
     )
     template = template_bytes.decode("utf-8")
     # TRL reads the template by path: give it a private copy of the verified bytes
     template_path = os.path.join(work, "training_chat_template.jinja")
     write_new(work, "training_chat_template.jinja", template_bytes)
-    tokenizer: Any = AutoTokenizer.from_pretrained(
-        args.base_model, local_files_only=True, trust_remote_code=False, use_fast=True
-    )
-    if not getattr(tokenizer, "is_fast", False):
-        fail("tokenizer", "the base model tokenizer is not a fast tokenizer")
+    tokenizer = load_tokenizer(args.base_model)
     tokenizer.chat_template = template
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            fail("tokenizer", "the tokenizer has neither a pad nor an eos token")
-        tokenizer.pad_token = tokenizer.eos_token
+    ensure_pad_token(tokenizer)
+    return tokenizer, template_path
+
+
+def sft_max_length(args: argparse.Namespace, tokenizer: Any, rows: list[Json]) -> int:
+    """Step 3: render every row; each must have assistant generation tokens, and
+    ``--max-length`` may not truncate any (default: the longest row)."""
     longest = 0
     for index, row in enumerate(rows):
         rendered = tokenizer.apply_chat_template(
@@ -1866,75 +1993,68 @@ def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str,
             f"--max-length {args.max_length} would truncate a {longest}-token row",
             f"pass --max-length >= {longest} or omit it",
         )
-    max_length = args.max_length or longest
+    return int(args.max_length or longest)
 
-    set_seed(args.seed)
-    torch_dtype = getattr(torch, dtype)
-    model: Any = AutoModelForCausalLM.from_pretrained(
-        args.base_model, local_files_only=True, trust_remote_code=False, dtype=torch_dtype
-    )
-    checkpointing = not args.no_gradient_checkpointing
-    model.config.use_cache = not checkpointing
-    model, peft_config = trainable_lora(args, bundle, model)
-    use_cpu = not torch.cuda.is_available()
-    config_kwargs: dict[str, Any] = dict(
-        output_dir=os.path.join(work, "trainer"),
-        learning_rate=float(args.learning_rate),
-        num_train_epochs=float(args.epochs),
+
+@dataclass
+class SftInputs:
+    """What the SFT trainer is built from and its effective configuration records."""
+
+    rows: list[Json]
+    tokenizer: Any
+    template_path: str
+    max_length: int
+
+
+def build_sft_trainer(
+    args: argparse.Namespace, work: str, inputs: SftInputs, loaded: TrainableModel
+) -> Any:
+    """Step 5: TRL's ``SFTTrainer`` with assistant-only loss, no packing and a sequential
+    sampler, over the rows in their verified order."""
+    from datasets import Dataset  # type: ignore[import-untyped]
+    from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
+
+    config_kwargs = trainer_config_kwargs(args, work, loaded)
+    config_kwargs.update(
         per_device_train_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        max_length=max_length,
+        max_length=inputs.max_length,
         assistant_only_loss=True,
         completion_only_loss=False,
-        chat_template_path=template_path,
+        chat_template_path=inputs.template_path,
         packing=False,
-        shuffle_dataset=False,
         dataset_num_proc=1,
-        seed=args.seed,
-        data_seed=args.seed,
-        bf16=dtype == "bfloat16",
-        fp16=dtype == "float16",
-        gradient_checkpointing=checkpointing,
-        optim="adamw_torch",
-        lr_scheduler_type=args.lr_scheduler,
-        warmup_ratio=float(args.warmup_ratio),
-        weight_decay=float(args.weight_decay),
-        max_grad_norm=float(args.max_grad_norm),
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=use_cpu,
         train_sampling_strategy="sequential",
     )
-    _adapt_config_fields(config_kwargs, SFTConfig, checkpointing)
-    sft_args = SFTConfig(**config_kwargs)
-    trainer: Any = SFTTrainer(
-        model=model,
-        args=sft_args,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer,
-        peft_config=peft_config,
+    _adapt_config_fields(config_kwargs, SFTConfig, loaded.checkpointing)
+    return SFTTrainer(
+        model=loaded.model,
+        args=SFTConfig(**config_kwargs),
+        train_dataset=Dataset.from_list(inputs.rows),
+        processing_class=inputs.tokenizer,
+        peft_config=loaded.peft_config,
     )
-    trainer.train()
-    adapter_dir = os.path.join(work, "adapter")
-    if trainer.is_world_process_zero():
-        save_adapter(trainer.model, adapter_dir, ["default"])
 
+
+def sft_effective_config(
+    args: argparse.Namespace, bundle: Bundle, inputs: SftInputs, loaded: TrainableModel
+) -> dict[str, Json]:
+    """Step 6: the tagged effective configuration of the result (§3.5)."""
+    dtype = loaded.dtype
     config: dict[str, Json] = {
         "assistant_only_loss": tagged("boolean", True),
         "base_model": tagged("text", args.base_model),
         "bf16": tagged("boolean", dtype == "bfloat16"),
         "fp16": tagged("boolean", dtype == "float16"),
-        "dataset_rows": tagged("unsigned", len(rows)),
+        "dataset_rows": tagged("unsigned", len(inputs.rows)),
         "dtype": tagged("text", dtype),
         "epochs": tagged("decimal", args.epochs),
         "gradient_accumulation_steps": tagged("unsigned", args.gradient_accumulation_steps),
-        "gradient_checkpointing": tagged("boolean", checkpointing),
+        "gradient_checkpointing": tagged("boolean", loaded.checkpointing),
         "input_adapter": tagged("boolean", bundle.has_input_adapter),
         "learning_rate": tagged("decimal", args.learning_rate),
         "lr_scheduler_type": tagged("text", args.lr_scheduler),
         "max_grad_norm": tagged("decimal", args.max_grad_norm),
-        "max_length": tagged("unsigned", max_length),
+        "max_length": tagged("unsigned", inputs.max_length),
         "optimizer": tagged("text", "adamw_torch"),
         "packing": tagged("boolean", False),
         "per_device_train_batch_size": tagged("unsigned", args.batch_size),
@@ -1944,13 +2064,23 @@ def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str,
         "warmup_ratio": tagged("decimal", args.warmup_ratio),
         "weight_decay": tagged("decimal", args.weight_decay),
     }
-    if peft_config is not None:
-        rank = args.lora_rank or 16
-        config["lora_rank"] = tagged("unsigned", rank)
-        config["lora_alpha"] = tagged("unsigned", args.lora_alpha or 2 * rank)
-        config["lora_dropout"] = tagged("decimal", args.lora_dropout or "0.0")
-        config["target_modules"] = tagged("text", ",".join(args.target_modules or LORA_TARGETS))
-    return adapter_dir, config
+    add_lora_entries(config, args, loaded.peft_config)
+    return config
+
+
+def train_sft(args: argparse.Namespace, bundle: Bundle, work: str) -> tuple[str, dict[str, Json]]:
+    """The SFT route: rows, tokenizer, lengths, model, trainer, train, save."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    rows = load_sft_rows(bundle)
+    tokenizer, template_path = sft_tokenizer(args, bundle, work)
+    inputs = SftInputs(rows, tokenizer, template_path, sft_max_length(args, tokenizer, rows))
+    loaded = load_trainable_model(args, bundle)  # step 4
+    trainer = build_sft_trainer(args, work, inputs, loaded)
+    trainer.train()
+    adapter_dir = os.path.join(work, "adapter")
+    if trainer.is_world_process_zero():
+        save_adapter(trainer.model, adapter_dir, ["default"])
+    return adapter_dir, sft_effective_config(args, bundle, inputs, loaded)
 
 
 # ----------------------------------------------------------------------------------------
@@ -2119,27 +2249,13 @@ class GrpoRun:
     """The built trainer and the facts its effective configuration records."""
 
     trainer: Any
-    peft_config: Any
-    dtype: str
-    checkpointing: bool
-    rank: int
+    loaded: TrainableModel
     epsilon_high: str
 
 
-def build_grpo_trainer(
-    args: argparse.Namespace, bundle: Bundle, work: str, stats: GrpoCorpusStats, cursor: GroupCursor
-) -> GrpoRun:
-    """Step 3: tokenizer (inference template), model, LoRA and TRL's ``GRPOTrainer`` whose
-    pi_old is the recorded behaviour log-probs."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
-
-    def recorded_reward(
-        prompts: list[Any], completions: list[Any], recorded_reward: list[float], **_: Any
-    ) -> list[float | None]:
-        return list(recorded_reward)
+def recorded_grpo_trainer_class() -> Any:
+    """TRL's ``GRPOTrainer`` whose pi_old is the recorded behaviour log-probs."""
+    from trl import GRPOTrainer  # type: ignore[attr-defined]
 
     class RecordedGRPOTrainer(GRPOTrainer):
         """The recorded behaviour log-probs, not a re-scoring, are pi_old of the ratio."""
@@ -2152,40 +2268,49 @@ def build_grpo_trainer(
             out["old_per_token_logps"] = recorded.detach()
             return out
 
+    return RecordedGRPOTrainer
+
+
+def freeze_kl_reference(args: argparse.Namespace, bundle: Bundle, trainer: Any) -> None:
+    """With an input adapter and beta > 0 the KL reference is TRL's "ref" copy of the
+    initial adapter: it must exist and never move."""
+    if bundle.has_input_adapter and float(args.beta) != 0:
+        if "ref" not in trainer.model.peft_config:
+            fail("grpo-kl", "TRL did not create the frozen initial-adapter KL reference")
+        for name, param in trainer.model.named_parameters():
+            if ".ref." in name:
+                param.requires_grad_(False)  # the KL reference never moves
+
+
+def build_grpo_trainer(
+    args: argparse.Namespace, bundle: Bundle, work: str, stats: GrpoCorpusStats, cursor: GroupCursor
+) -> GrpoRun:
+    """Step 3: tokenizer (inference template), model, LoRA and TRL's ``GRPOTrainer`` whose
+    pi_old is the recorded behaviour log-probs."""
+    from datasets import Dataset
+    from trl import GRPOConfig  # type: ignore[attr-defined]
+
+    def recorded_reward(
+        prompts: list[Any], completions: list[Any], recorded_reward: list[float], **_: Any
+    ) -> list[float | None]:
+        return list(recorded_reward)
+
+    trainer_class = recorded_grpo_trainer_class()
     width = bundle.grpo_width
-    dtype = resolve_dtype(args.dtype)
-    tokenizer: Any = AutoTokenizer.from_pretrained(
-        args.base_model, local_files_only=True, trust_remote_code=False, use_fast=True
-    )
-    if not getattr(tokenizer, "is_fast", False):
-        fail("tokenizer", "the base model tokenizer is not a fast tokenizer")
+    tokenizer = load_tokenizer(args.base_model)
     tokenizer.chat_template = read_verified(
         bundle.root,
         manifest_identity(bundle, "model", "chat_template", "chat_template.jinja"),
-        16 * 1024 * 1024,
+        MAX_TEMPLATE_BYTES,
     ).decode("utf-8")
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            fail("tokenizer", "the tokenizer has neither a pad nor an eos token")
-        tokenizer.pad_token = tokenizer.eos_token
-    set_seed(args.seed)
-    model: Any = AutoModelForCausalLM.from_pretrained(
-        args.base_model, local_files_only=True, trust_remote_code=False, dtype=getattr(torch, dtype)
-    )
-    checkpointing = not args.no_gradient_checkpointing
-    model.config.use_cache = not checkpointing
-    rank = args.lora_rank or 16
-    model, peft_config = trainable_lora(args, bundle, model)
+    ensure_pad_token(tokenizer)
+    loaded = load_trainable_model(args, bundle)
     epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
-    config_kwargs: dict[str, Any] = dict(
-        output_dir=os.path.join(work, "trainer"),
-        learning_rate=float(args.learning_rate),
-        num_train_epochs=float(args.epochs),
+    config_kwargs = trainer_config_kwargs(args, work, loaded)
+    config_kwargs.update(
         per_device_train_batch_size=width * args.batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
         num_generations=width,
         max_completion_length=stats.longest,
-        shuffle_dataset=False,
         remove_unused_columns=False,
         steps_per_generation=1,
         num_iterations=1,
@@ -2199,38 +2324,19 @@ def build_grpo_trainer(
         mask_truncated_completions=False,
         use_bias_correction_kl=False,
         disable_dropout=True,
-        seed=args.seed,
-        data_seed=args.seed,
-        bf16=dtype == "bfloat16",
-        fp16=dtype == "float16",
-        gradient_checkpointing=checkpointing,
-        optim="adamw_torch",
-        lr_scheduler_type=args.lr_scheduler,
-        warmup_ratio=float(args.warmup_ratio),
-        weight_decay=float(args.weight_decay),
-        max_grad_norm=float(args.max_grad_norm),
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=not torch.cuda.is_available(),
     )
-    _adapt_config_fields(config_kwargs, GRPOConfig, checkpointing)
-    trainer: Any = RecordedGRPOTrainer(
-        model=model,
+    _adapt_config_fields(config_kwargs, GRPOConfig, loaded.checkpointing)
+    trainer: Any = trainer_class(
+        model=loaded.model,
         reward_funcs=[recorded_reward],
         args=GRPOConfig(**config_kwargs),
         train_dataset=Dataset.from_list([{"prompt": p} for p in stats.prompts]),
         processing_class=tokenizer,
-        peft_config=peft_config,
+        peft_config=loaded.peft_config,
         rollout_func=recorded_rollout(width, cursor),
     )
-    if bundle.has_input_adapter and float(args.beta) != 0:
-        if "ref" not in trainer.model.peft_config:
-            fail("grpo-kl", "TRL did not create the frozen initial-adapter KL reference")
-        for name, param in trainer.model.named_parameters():
-            if ".ref." in name:
-                param.requires_grad_(False)  # the KL reference never moves
-    return GrpoRun(trainer, peft_config, dtype, checkpointing, rank, epsilon_high)
+    freeze_kl_reference(args, bundle, trainer)
+    return GrpoRun(trainer, loaded, epsilon_high)
 
 
 def grpo_effective_config(
@@ -2240,7 +2346,7 @@ def grpo_effective_config(
     width = bundle.grpo_width
     beta = float(args.beta)
     reference = "initial_adapter" if bundle.has_input_adapter else "base_model"
-    dtype, rank = run.dtype, run.rank
+    dtype = run.loaded.dtype
     config: dict[str, Json] = {
         "base_model": tagged("text", args.base_model),
         "behavior_policy": tagged("text", "recorded"),
@@ -2257,7 +2363,7 @@ def grpo_effective_config(
         "epsilon_high": tagged("decimal", run.epsilon_high),
         "epsilon_low": tagged("decimal", args.epsilon),
         "gradient_accumulation_steps": tagged("unsigned", args.gradient_accumulation_steps),
-        "gradient_checkpointing": tagged("boolean", run.checkpointing),
+        "gradient_checkpointing": tagged("boolean", run.loaded.checkpointing),
         "groups_per_device_batch": tagged("unsigned", args.batch_size),
         "importance_sampling_level": tagged("text", args.importance_sampling_level),
         "input_adapter": tagged("boolean", bundle.has_input_adapter),
@@ -2281,11 +2387,7 @@ def grpo_effective_config(
         "warmup_ratio": tagged("decimal", args.warmup_ratio),
         "weight_decay": tagged("decimal", args.weight_decay),
     }
-    if run.peft_config is not None:
-        config["lora_rank"] = tagged("unsigned", rank)
-        config["lora_alpha"] = tagged("unsigned", args.lora_alpha or 2 * rank)
-        config["lora_dropout"] = tagged("decimal", args.lora_dropout or "0.0")
-        config["target_modules"] = tagged("text", ",".join(args.target_modules or LORA_TARGETS))
+    add_lora_entries(config, args, run.loaded.peft_config)
     return config
 
 
@@ -2367,9 +2469,43 @@ def check_effective_config(config: dict[str, Json]) -> None:
         fail("effective-config", "effective configuration exceeds 64 KiB")
 
 
+def result_document(
+    bundle: Bundle, config: dict[str, Json], identities: dict[str, dict[str, Json]]
+) -> dict[str, Json]:
+    """``kiln_hf_result.json`` (§3.6) with its ``result_sha256`` self-digest: the trainer
+    versions as installed, the executed script and the adapter files as written."""
+    versions = {
+        name: importlib.metadata.version(name) for name in ("torch", "transformers", "trl", "peft")
+    }
+    result: dict[str, Json] = {
+        "schema_version": 1,
+        "result_type": RESULT_TYPE,
+        "export_sha256": bundle.export_sha256,
+        "task": bundle.task,
+        "trainer": {
+            "kind": "trl_sft_trainer" if bundle.task == "sft" else "trl_grpo_trainer",
+            "python_version": sys.version.split()[0],
+            "torch_version": versions["torch"],
+            "transformers_version": versions["transformers"],
+            "trl_version": versions["trl"],
+            "peft_version": versions["peft"],
+            "script": identities[EXECUTED_SCRIPT],
+        },
+        "effective_config": config,
+        "output_adapter": {
+            "config": identities[ADAPTER_CONFIG],
+            "model": identities[ADAPTER_MODEL],
+        },
+    }
+    result["result_sha256"] = canonical_digest(result, "result_sha256")
+    return result
+
+
 def publish(
     bundle: Bundle, pre: Preflight, adapter_dir: str, config: dict[str, Json], platform_torch: bool
 ) -> str:
+    """Write the result into the bundle root, the manifest last, behind the incomplete
+    sentinel; on any failure remove what was written (§3.6)."""
     root = bundle.root
     check_effective_config(config)
     # the recovery rule once more, right before writing
@@ -2394,31 +2530,7 @@ def publish(
                 "size_bytes": len(data),
                 "sha256": sha256_text(data),
             }
-        versions = {
-            name: importlib.metadata.version(name)
-            for name in ("torch", "transformers", "trl", "peft")
-        }
-        result: dict[str, Json] = {
-            "schema_version": 1,
-            "result_type": RESULT_TYPE,
-            "export_sha256": bundle.export_sha256,
-            "task": bundle.task,
-            "trainer": {
-                "kind": "trl_sft_trainer" if bundle.task == "sft" else "trl_grpo_trainer",
-                "python_version": sys.version.split()[0],
-                "torch_version": versions["torch"],
-                "transformers_version": versions["transformers"],
-                "trl_version": versions["trl"],
-                "peft_version": versions["peft"],
-                "script": identities[EXECUTED_SCRIPT],
-            },
-            "effective_config": config,
-            "output_adapter": {
-                "config": identities[ADAPTER_CONFIG],
-                "model": identities[ADAPTER_MODEL],
-            },
-        }
-        result["result_sha256"] = canonical_digest(result, "result_sha256")
+        result = result_document(bundle, config, identities)
         text_out = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
         write_new(root, RESULT_MANIFEST, text_out.encode("utf-8"))
         written.append(RESULT_MANIFEST)

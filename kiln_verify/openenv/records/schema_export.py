@@ -9,7 +9,6 @@ Fields Kiln omits when absent appear as optional and non-nullable.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,7 +23,7 @@ from kiln_verify.openenv.records.reports import (
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import RolloutSummary
 from kiln_verify.records import Record
-from kiln_verify.records.schema import record_definitions
+from kiln_verify.records.schema import export_main, record_definitions
 
 __all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "schema_bytes"]
 
@@ -60,17 +59,8 @@ def schema_bytes() -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    data = schema_bytes()
-    if args == ["--check"]:
-        current = SCHEMA_PATH.read_bytes() if SCHEMA_PATH.exists() else b""
-        if current != data:
-            print(f"{SCHEMA_PATH} is stale; run python -m {__spec__.name}", file=sys.stderr)
-            return 1
-        return 0
-    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
-    SCHEMA_PATH.write_bytes(data)
-    return 0
+    """Write the schema file, or ``--check`` it (exit 1 when stale)."""
+    return export_main(argv, path=SCHEMA_PATH, data=schema_bytes(), module=__spec__.name)
 
 
 if __name__ == "__main__":
