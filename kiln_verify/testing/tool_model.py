@@ -174,9 +174,9 @@ def warm_start_tool_model(
     rng = random.Random(1)
     batches = []
     for _ in range(episodes):
-        rendered = tokenizer.apply_chat_template(
+        rendered: Any = tokenizer.apply_chat_template(
             counter_episode(rng),
-            tools=tools,
+            tools=list[Any](tools),
             tokenize=True,
             return_dict=True,
             return_assistant_tokens_mask=True,
@@ -190,8 +190,8 @@ def warm_start_tool_model(
     model.train()
     loss_value = float("nan")
     for step in range(steps):
-        ids, labels = batches[step % len(batches)]
-        loss = model(input_ids=ids, labels=labels).loss
+        inputs, targets = batches[step % len(batches)]
+        loss = model(input_ids=inputs, labels=targets).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

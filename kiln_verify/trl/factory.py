@@ -117,7 +117,7 @@ class OpenEnvToolFactory:
         try:
             action = self.run.inspection.environment_schema.get("action")
             parameters = tool_parameters(action)
-            description = self.run.inspection.identity.metadata.description
+            description = self.run.inspection.identity.metadata.description or ""
             self.tool = build_tool(tool_name, description, parameters, OpenEnvEnvironment._act)
         except BaseException:
             self.run.close()
@@ -138,7 +138,7 @@ class OpenEnvToolFactory:
 
     def tool_schema(self) -> dict[str, Any]:
         """The tool's JSON schema exactly as TRL hands it to the chat template."""
-        from transformers.utils import get_json_schema
+        from transformers.utils.chat_template_utils import get_json_schema
 
         schema: dict[str, Any] = get_json_schema(getattr(self.instances[0], self.tool_name))
         return schema

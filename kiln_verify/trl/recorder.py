@@ -143,7 +143,7 @@ class BatchRecorder:
         trainer._generate = recorded_generate
         trainer._calculate_rewards = recorded_rewards
 
-        class _StepEnd(TrainerCallback):  # type: ignore[misc]
+        class _StepEnd(TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 recorder._step_end(state.global_step)
 

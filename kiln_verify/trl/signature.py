@@ -88,7 +88,8 @@ def _annotation(name: str, prop: Mapping[str, Any]) -> Any:
         item_kind = inner.get("type")
         if nullable or not isinstance(item_kind, str) or item_kind not in _SCALARS:
             raise _refuse(f"property {name!r}: only arrays of one scalar type are expressible")
-        return list[_SCALARS[item_kind]]  # type: ignore[index]
+        element: Any = _SCALARS[item_kind]
+        return list[element]
     if kind == "object":
         if prop.get("properties") or prop.get("patternProperties"):
             raise _refuse(f"property {name!r}: nested objects with properties")

@@ -76,7 +76,7 @@ def tool_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def grpo_args(output_dir: Path, **overrides: Any) -> Any:
     """Two optimizer steps of 4 completions (2 groups of 2) on CPU, float32, no KL."""
-    from trl import GRPOConfig
+    from trl import GRPOConfig  # type: ignore[attr-defined]
 
     fields: dict[str, Any] = {
         "output_dir": str(output_dir),
@@ -107,6 +107,6 @@ def lora() -> Any:
 
 
 def prompts(count: int) -> Any:
-    from datasets import Dataset
+    from datasets import Dataset  # type: ignore[import-untyped]
 
     return Dataset.from_list([{"prompt": [{"role": "user", "content": ""}]}] * count)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -23,7 +23,7 @@ from kiln_verify.trl.factory import OpenEnvToolFactory
 from kiln_verify.trl.signature import tool_parameters
 from oracle.base import ActionField, Outcome
 from oracle.envs.counter import CounterEnvironment
-from tests.conftest import OracleFactory
+from pytest_kiln.fixtures import OracleFactory
 
 from .conftest import COUNTER_TOOL
 
@@ -87,7 +87,9 @@ def test_inexpressible_action_schemas_are_refused(schema: Any, rule: str) -> Non
 class KeywordAction(CounterEnvironment):
     """An action property named like a Python keyword: no signature can hold it."""
 
-    action_fields = (ActionField("lambda", "integer", "A keyword."),)
+    action_fields: ClassVar[tuple[ActionField, ...]] = (
+        ActionField("lambda", "integer", "A keyword."),
+    )
 
 
 def test_the_factory_refuses_an_inexpressible_schema_at_construction(start: OracleFactory) -> None:

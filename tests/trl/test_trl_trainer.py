@@ -23,7 +23,7 @@ import pytest
 
 from kiln_verify.errors import TrlEpisodeFailed
 from kiln_verify.openenv.collect.controls import CollectionOptions
-from tests.conftest import OracleFactory
+from pytest_kiln.fixtures import OracleFactory
 
 from .conftest import FlakyCounter, grpo_args, lora, prompts
 
@@ -35,7 +35,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 def _trainer(model_dir: Path, out: Path, **kwargs: Any) -> Any:
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
+    from trl import GRPOTrainer  # type: ignore[attr-defined]
 
     return GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(model_dir),
@@ -71,7 +71,7 @@ def factory_run(tool_model: Path, tmp_path_factory: pytest.TempPathFactory) -> A
         recorder.attach(trainer)
         live = out / "live-step-1"
 
-        class SaveStepOne(TrainerCallback):  # type: ignore[misc]
+        class SaveStepOne(TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 if state.global_step == 1:
                     trainer.model.save_pretrained(live)
