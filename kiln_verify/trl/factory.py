@@ -140,7 +140,8 @@ class OpenEnvToolFactory:
         """The tool's JSON schema exactly as TRL hands it to the chat template."""
         from transformers.utils.chat_template_utils import get_json_schema
 
-        schema: dict[str, Any] = get_json_schema(getattr(self.instances[0], self.tool_name))
+        probe = self.environment_class(self, -1)  # bound like TRL binds it; never reset
+        schema: dict[str, Any] = get_json_schema(getattr(probe, self.tool_name))
         return schema
 
     def _begin_batch(self) -> None:
