@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 from kiln_verify.errors import TrlActionSchemaUnsupported
 from kiln_verify.limits import MAX_TRL_TOOL_PARAMETERS
 
-__all__ = ["ToolParameter", "build_tool", "tool_parameters"]
+__all__ = ["ToolParameter", "build_tool", "docstring_line", "tool_parameters"]
 
 _SCALARS: Mapping[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _REFUSED_KEYS = ("$ref", "$dynamicRef", "oneOf", "allOf", "not", "if")
@@ -97,6 +98,27 @@ def _annotation(name: str, prop: Mapping[str, Any]) -> Any:
     raise _refuse(f"property {name!r} has no expressible type ({str(kind)[:40]})")
 
 
+_SECTION = re.compile(r"(Args|Returns|Raises):")
+
+
+def docstring_line(text: str) -> str:
+    """``text`` as one docstring line ``get_json_schema`` reads back unchanged in meaning:
+    whitespace collapsed, and a section heading (``Args:``, ``Returns:``, ``Raises:``, which
+    its parser finds anywhere in the text) defused to ``Args -``. A server's description
+    otherwise cuts the docstring apart and TRL fails at trainer construction."""
+    return _SECTION.sub(r"\1 -", " ".join(text.split()))
+
+
+def _describe(name: str, prop: Mapping[str, Any], inner: Mapping[str, Any]) -> str:
+    """The parameter's description: the first non-blank of the schema's texts, else its
+    name (a blank ``Args:`` entry is refused by ``get_json_schema``)."""
+    for text in (prop.get("description"), inner.get("description"), prop.get("title")):
+        line = docstring_line(text) if isinstance(text, str) else ""
+        if line:
+            return line
+    return name
+
+
 def tool_parameters(schema: Any) -> list[ToolParameter]:
     """The tool's parameters, required ones first (schema order within each); refused as
     :class:`TrlActionSchemaUnsupported` when no signature can express the schema."""
@@ -129,13 +151,12 @@ def tool_parameters(schema: Any) -> list[ToolParameter]:
         is_required = name in required
         if nullable or not is_required:
             annotation = annotation | None
-        text = prop.get("description") or inner.get("description") or prop.get("title") or name
-        found.append(ToolParameter(name, annotation, is_required, " ".join(str(text).split())))
+        found.append(ToolParameter(name, annotation, is_required, _describe(name, prop, inner)))
     return sorted(found, key=lambda p: not p.required)
 
 
 def _docstring(description: str, parameters: Sequence[ToolParameter]) -> str:
-    lines = [" ".join(description.split()) or "Act in the environment.", "", "Args:"]
+    lines = [docstring_line(description) or "Act in the environment.", "", "Args:"]
     lines += [f"    {p.name}: {p.description}" for p in parameters]
     lines += ["", "Returns:", "    The environment's answer to the action."]
     return "\n".join(lines)
@@ -148,14 +169,18 @@ def build_tool(
     call: Callable[[Any, dict[str, Any]], str],
 ) -> Callable[..., str]:
     """A method ``name(self, *, <parameters>) -> str`` that calls ``call(self, arguments)``
-    with the keywords the model gave (absent optional ones left out, as the schema wants)."""
+    with the keywords the model gave. A null for an optional parameter is left out (the
+    Python default and an absent property mean the same); a null for a required one is kept,
+    since only the schema can say whether that property admits null."""
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
         raise _refuse(f"tool name {name[:40]!r} is not a public Python name")
     if name in ("reset", "get_reward"):
         raise _refuse(f"tool name {name!r} is reserved by TRL")
 
+    required = frozenset(p.name for p in parameters if p.required)
+
     def tool(self: Any, **arguments: Any) -> str:
-        return call(self, {k: v for k, v in arguments.items() if v is not None})
+        return call(self, {k: v for k, v in arguments.items() if v is not None or k in required})
 
     signature = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     annotations: dict[str, Any] = {}
