@@ -65,6 +65,8 @@ def generation_parameters(args: Any) -> dict[str, Any]:
         "use_vllm": bool(args.use_vllm),
         "vllm_mode": str(args.vllm_mode) if args.use_vllm else None,
         "chat_template_kwargs": dict(args.chat_template_kwargs or {}),
+        "generation_kwargs": dict(args.generation_kwargs or {}),
+        "cache_implementation": args.cache_implementation,
         "max_tool_calling_iterations": args.max_tool_calling_iterations,
     }
 

@@ -20,8 +20,10 @@ because TRL turns every public method into a tool:
   without an action), refused when not finite; raises the batch's environment failure so
   the training step fails with nothing recorded.
 
-TRL pools instances and resets them in batch order every batch, pool entry 0 first; that
-first reset starts a new batch here.
+TRL pools instances and resets each pooled instance once per batch, in batch order. So the
+first reset of an instance that already played in the current batch starts a new batch
+here: that holds whichever instance TRL probed first, and also when the user called the
+factory before TRL did (an instance TRL never resets takes no part).
 """
 
 from __future__ import annotations
@@ -48,16 +50,15 @@ class OpenEnvEnvironment:
     """One TRL environment instance (see the module text). Subclassed per factory with the
     action tool as its one extra public method."""
 
-    def __init__(self, factory: OpenEnvToolFactory, ordinal: int) -> None:
+    def __init__(self, factory: OpenEnvToolFactory) -> None:
         self._factory = factory
-        self._ordinal = ordinal
         self._episode: Episode | None = None
 
     def reset(self, **row: Any) -> str:
         """Start this instance's next episode; the reset observation's text."""
         factory = self._factory
-        if self._ordinal == 0:
-            factory._begin_batch()
+        if self._episode is not None and any(e is self._episode for e in factory.batch):
+            factory._begin_batch()  # this instance already played in this batch: a new one
         run = factory.run
         episode = Episode(run, run.next_slot(row))
         factory.batch.append(episode)
@@ -132,7 +133,7 @@ class OpenEnvToolFactory:
         self.batch: list[Episode] = []
 
     def __call__(self) -> OpenEnvEnvironment:
-        instance = self.environment_class(self, len(self.instances))
+        instance = self.environment_class(self)
         self.instances.append(instance)
         return instance
 
@@ -140,7 +141,7 @@ class OpenEnvToolFactory:
         """The tool's JSON schema exactly as TRL hands it to the chat template."""
         from transformers.utils.chat_template_utils import get_json_schema
 
-        probe = self.environment_class(self, -1)  # bound like TRL binds it; never reset
+        probe = self.environment_class(self)  # bound like TRL binds it; never reset
         schema: dict[str, Any] = get_json_schema(getattr(probe, self.tool_name))
         return schema
 

@@ -65,6 +65,13 @@ def adapter_snapshot(model: Any) -> AdapterSnapshot:
             "the trainer's model has no PEFT adapter: recording needs one (pass peft_config), "
             "because a bundle binds the base weights by digest and the adapter by content"
         )
+    # PEFT writes set-valued config fields (``target_modules``) as ``list(set)``, in string
+    # hash order: sorted first, so equal weights give equal bytes and one content revision
+    # across runs and ranks (the bundle's train.py saves its adapters the same way).
+    for config in model.peft_config.values():
+        for key, value in vars(config).items():
+            if isinstance(value, set | frozenset):
+                setattr(config, key, sorted(value))
     with tempfile.TemporaryDirectory(prefix="kiln-trl-adapter-") as scratch:
         model.save_pretrained(scratch, safe_serialization=True)
         root = Path(scratch)

@@ -33,19 +33,34 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kiln_verify.core.digest import canonical_digest
 from kiln_verify.errors import KilnError, TrlBatchAmbiguous, TrlRecordingFailed, UsageError
 from kiln_verify.openenv.collect.bundle import build_bundle
-from kiln_verify.trl.batch import CapturedBatch, bundle_files
+from kiln_verify.trl.batch import CapturedBatch, bundle_files, generation_parameters
 from kiln_verify.trl.factory import OpenEnvToolFactory
 from kiln_verify.trl.identity import BaseModel, adapter_snapshot
 
 __all__ = ["BatchRecorder", "check_trainer"]
 
 
-def check_trainer(trainer: Any, group_size: int, base: BaseModel, *, factory: bool) -> None:
-    """Refuse a trainer whose batches cannot be recorded exactly (docs/trl.md)."""
+def check_trainer(
+    trainer: Any,
+    group_size: int,
+    base: BaseModel,
+    *,
+    factory: bool,
+    rollout_temperature: float | None = None,
+) -> None:
+    """Refuse a trainer whose batches cannot be recorded exactly (docs/trl.md), before the
+    first batch is generated. ``rollout_temperature``: the ``rollout_func``'s sampling
+    temperature, which must be the one TRL scores the update at."""
     args = trainer.args
     rules = [
+        (
+            hasattr(trainer.model, "peft_config"),
+            "the model has no PEFT adapter (pass peft_config): a bundle binds the base weights "
+            "by digest and the adapter by content, and full fine-tuning changes the base",
+        ),
         (args.num_generations == group_size, "num_generations must equal the group_size"),
         (
             args.steps_per_generation == args.gradient_accumulation_steps,
@@ -72,6 +87,18 @@ def check_trainer(trainer: Any, group_size: int, base: BaseModel, *, factory: bo
         rules.append((trainer.rollout_func is None, "use either the factory or a rollout_func"))
     else:
         rules.append((trainer.rollout_func is not None, "the trainer has no rollout_func"))
+        rules.append(
+            (
+                rollout_temperature == float(args.temperature),
+                f"the rollout_func samples at temperature {rollout_temperature} but TRL "
+                f"scores the update at {args.temperature}; give CollectionOptions the "
+                "GRPOConfig's temperature",
+            )
+        )
+    try:
+        canonical_digest(generation_parameters(args))
+    except (KilnError, TypeError, ValueError):
+        rules.append((False, "generation_kwargs must be JSON (the behaviour identity binds it)"))
     for ok, rule in rules:
         if not ok:
             raise TrlBatchAmbiguous(f"the trainer cannot be recorded exactly: {rule}")
@@ -111,7 +138,13 @@ class BatchRecorder:
         """Check ``trainer`` and start recording its steps."""
         from transformers import TrainerCallback
 
-        check_trainer(trainer, self._run.group_size, self.base, factory=self.factory is not None)
+        check_trainer(
+            trainer,
+            self._run.group_size,
+            self.base,
+            factory=self.factory is not None,
+            rollout_temperature=None if self.rollout is None else self._run.options.temperature,
+        )
         rank = trainer.accelerator.process_index
         if rank != self._run.rank:
             raise TrlBatchAmbiguous(

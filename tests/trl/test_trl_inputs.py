@@ -28,6 +28,21 @@ from pytest_kiln.fixtures import OracleFactory
 from .conftest import COUNTER_TOOL
 
 ROW: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}]}
+GENERATION: dict[str, Any] = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": None,
+    "max_completion_length": 16,
+    "repetition_penalty": 1.0,
+    "use_vllm": False,
+    "vllm_mode": "server",
+    "chat_template_kwargs": None,
+    "generation_kwargs": None,
+    "cache_implementation": None,
+    "max_tool_calling_iterations": 4,
+}
+"""The GRPOConfig fields the behaviour identity binds (kiln_verify.trl.batch)."""
 
 
 def _factory(url: str, **options: Any) -> OpenEnvToolFactory:
@@ -159,21 +174,26 @@ def test_a_batch_beyond_the_session_capacity_is_refused(start: OracleFactory) ->
         ({"num_iterations": 2}, "num_iterations must be 1"),
         ({"per_device_train_batch_size": 3}, "whole groups"),
         ({"mask_truncated_completions": True}, "mask_truncated_completions"),
+        ({"generation_kwargs": {"stopping": object()}}, "generation_kwargs must be JSON"),
+        ({"model": object()}, "no PEFT adapter"),
     ],
 )
 def test_ambiguous_trainer_configurations_are_refused(change: dict[str, Any], rule: str) -> None:
     from kiln_verify.trl.recorder import check_trainer
 
-    args = {
+    args: dict[str, Any] = {
         "num_generations": 2,
         "steps_per_generation": 1,
         "gradient_accumulation_steps": 1,
         "num_iterations": 1,
         "per_device_train_batch_size": 4,
         "mask_truncated_completions": False,
+        **GENERATION,
     }
     args.update(change)
+    model = args.pop("model", SimpleNamespace(peft_config={}))
     trainer = SimpleNamespace(
+        model=model,
         args=SimpleNamespace(**args),
         chat_template=None,
         processing_class=SimpleNamespace(chat_template="T"),
@@ -182,3 +202,45 @@ def test_ambiguous_trainer_configurations_are_refused(change: dict[str, Any], ru
     base: Any = SimpleNamespace(chat_template="T")
     with pytest.raises(TrlBatchAmbiguous, match=rule):
         check_trainer(trainer, 2, base, factory=True)
+
+
+def test_a_rollout_func_sampling_at_another_temperature_is_refused() -> None:
+    from kiln_verify.trl.recorder import check_trainer
+
+    args = SimpleNamespace(
+        num_generations=2,
+        steps_per_generation=1,
+        gradient_accumulation_steps=1,
+        num_iterations=1,
+        per_device_train_batch_size=4,
+        mask_truncated_completions=False,
+        **{**GENERATION, "temperature": 0.7},
+    )
+    trainer = SimpleNamespace(
+        model=SimpleNamespace(peft_config={}),
+        args=args,
+        chat_template=None,
+        processing_class=SimpleNamespace(chat_template="T"),
+        rollout_func=object(),
+    )
+    base: Any = SimpleNamespace(chat_template="T")
+    check_trainer(trainer, 2, base, factory=False, rollout_temperature=0.7)
+    with pytest.raises(
+        TrlBatchAmbiguous, match=r"samples at temperature 1\.0 but TRL scores the update at 0\.7"
+    ):
+        check_trainer(trainer, 2, base, factory=False, rollout_temperature=1.0)
+
+
+def test_a_new_batch_starts_when_an_instance_plays_again(
+    counter_factory: OpenEnvToolFactory,
+) -> None:
+    """The batch boundary does not depend on which instance TRL probed first: here the user
+    called the factory before TRL did, and that instance is never reset."""
+    counter_factory()  # the user's own probe, never reset
+    first, second = counter_factory(), counter_factory()
+    for batch in range(3):
+        first.reset(**ROW)
+        second.reset(**ROW)
+        assert len(counter_factory.batch) == 2
+        assert counter_factory.run.batch_seed_start == batch  # one group per batch
+        assert [e.slot.plan.seed for e in counter_factory.batch] == [batch, batch]
