@@ -438,3 +438,17 @@ REPORT_MAX_REPLAY_BYTES: Final = 4 * MiB
 """A saved ``openenv replay --json`` document read by ``openenv report --replay-run``: the
 drift detail is bounded by ``MAX_REPLAY_DRIFTS_KEPT`` (about 1 KiB each at most), so
 anything larger could not be one."""
+
+# --- online GRPO in TRL (kiln_verify.trl, docs/trl.md) ----------------------------------
+
+MAX_TRL_TOOL_PARAMETERS: Final = 64
+"""Properties of an action schema exposed as one tool signature (each becomes a keyword
+parameter and a line of the tool's docstring)."""
+
+TRL_RANK_SEED_STRIDE: Final = 2**32
+"""Seeds of rank ``r`` start at ``seed_start + r * TRL_RANK_SEED_STRIDE``, so the ranks of a
+multi-GPU run never share a group seed (docs/trl.md, "The seed rule")."""
+
+TRL_EPISODE_TIMEOUT_S: Final = 3600.0
+"""One reset, step, state or close of a TRL episode waits at most this long for the
+environment thread (the client's own request timeouts are much shorter)."""

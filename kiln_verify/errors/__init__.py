@@ -7,10 +7,10 @@ than :data:`~kiln_verify.limits.MAX_ERROR_SNIPPET_CHARS` characters of anything 
 sent, so a hostile server or file cannot flood a terminal, a log or a JSON report.
 
 Adding a code is adding one class to the family module it belongs to (`base`, `data`,
-`openenv`, `engines`, `hf`) and its name to the imports below: ``__init_subclass__`` checks the
-spelling and uniqueness at import time, and :data:`ERROR_CODES` / :data:`ERROR_CLASSES` are
-built from the registry once every family is imported, so importing this package always
-gives the complete list.
+`openenv`, `engines`, `hf`, `trl`) and its name to the imports below: ``__init_subclass__``
+checks the spelling and uniqueness at import time, and :data:`ERROR_CODES` /
+:data:`ERROR_CLASSES` are built from the registry once every family is imported, so
+importing this package always gives the complete list.
 """
 
 from __future__ import annotations
@@ -188,6 +188,16 @@ from kiln_verify.errors.openenv import (
     TerminalProtocolError,
     UnexpectedResponse,
 )
+from kiln_verify.errors.trl import (
+    TrlActionSchemaUnsupported,
+    TrlBatchAmbiguous,
+    TrlBatchOverCapacity,
+    TrlEpisodeFailed,
+    TrlError,
+    TrlRecordingFailed,
+    TrlResetFieldReserved,
+    TrlRewardNotFinite,
+)
 
 ERROR_CLASSES: Mapping[str, type[KilnError]] = MappingProxyType(dict(_REGISTRY))
 """Every concrete error class by code."""
@@ -317,6 +327,14 @@ __all__ = [
     "TokenStreamError",
     "TokenStreamForcedMismatch",
     "TokenStreamUnrenderable",
+    "TrlActionSchemaUnsupported",
+    "TrlBatchAmbiguous",
+    "TrlBatchOverCapacity",
+    "TrlEpisodeFailed",
+    "TrlError",
+    "TrlRecordingFailed",
+    "TrlResetFieldReserved",
+    "TrlRewardNotFinite",
     "UnexpectedResponse",
     "UsageError",
     "snippet",

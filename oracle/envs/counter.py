@@ -9,7 +9,7 @@ It is deliberately not text-profiled: it has no `input_text`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from oracle.base import (
     ActionField,
@@ -47,7 +47,7 @@ class CounterEnvironment(Environment):
     )
     category = "counter"
     action_title = "CounterAction"
-    action_fields = (
+    action_fields: ClassVar[tuple[ActionField, ...]] = (
         ActionField("amount", "integer", "Added to the running total."),
         ActionField("note", "string", "Free text, echoed back as last_note.", required=False),
     )

@@ -32,7 +32,7 @@ def test_bound_names_say_what_they_bound() -> None:
     for name in _bounds():
         assert name.startswith(
             ("MAX_", "HASH_", "HTTP_", "KEEP_ALIVE_", "CAPACITY_BACKOFF_", "DEFAULT_",
-             "POLICY_RETRY_", "PROGRESS_", "REPORT_")
+             "POLICY_RETRY_", "PROGRESS_", "REPORT_", "TRL_")
         ), name
 
 

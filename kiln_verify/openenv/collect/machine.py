@@ -241,6 +241,13 @@ class EpisodeMachine:
     # -- events ----------------------------------------------------------------------------
 
     @property
+    def last_segment(self) -> Segment | None:
+        """The newest trajectory segment: what the model is shown as the answer to its last
+        action (an observation, a protocol error or a harness error); ``None`` before any.
+        A tool-calling front end (:mod:`kiln_verify.trl`) returns exactly this text."""
+        return self._trajectory[-1] if self._trajectory else None
+
+    @property
     def reset_observation(self) -> ObservationRecord:
         if self._reset is None:
             raise RuntimeError("the episode has not been reset")

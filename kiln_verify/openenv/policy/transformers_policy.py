@@ -214,6 +214,60 @@ class TransformersPolicy:
             raise PolicyGenerationFailed(
                 f"cannot load the model directory ({type(exc).__name__})", path=os.fspath(directory)
             ) from None
+        if adapter_root is not None:
+            self._model = _load_adapter(self._model, adapter_root)
+        self._bind(directory, listing, adapter, device=device, name=name, clock=clock)
+
+    @classmethod
+    def bound(
+        cls,
+        model_dir: str | os.PathLike[str],
+        model: Any,
+        tokenizer: Any,
+        *,
+        adapter: Mapping[str, str] | None = None,
+        device: str = "cpu",
+        name: str | None = None,
+        clock: Clock = MONOTONIC,
+    ) -> TransformersPolicy:
+        """A policy over an already loaded model (a trainer's live, possibly PEFT-wrapped
+        model; ``kiln_verify.trl``'s ``rollout_func``): the identity is ``model_dir``'s,
+        ``adapter`` the ``{name, content_sha256}`` of the adapter the model carries now.
+        The caller owns the model's mode and device."""
+        import torch
+
+        self = cls.__new__(cls)
+        directory = Path(model_dir)
+        if not directory.is_dir():
+            raise PathMissing("the model directory does not exist", path=os.fspath(model_dir))
+        self._torch = torch
+        self._directory = directory
+        listing = _model_files(directory)
+        self._model_sha256 = _model_digest(listing)
+        self._tokenizer = tokenizer
+        self._model = model
+        self._bind(
+            directory,
+            listing,
+            dict(adapter) if adapter else None,
+            device=device,
+            name=name,
+            clock=clock,
+            move=False,
+        )
+        return self
+
+    def _bind(
+        self,
+        directory: Path,
+        listing: list[tuple[str, Sha256Digest, int]],
+        adapter: dict[str, str] | None,
+        *,
+        device: str,
+        name: str | None,
+        clock: Clock,
+        move: bool = True,
+    ) -> None:
         template = getattr(self._tokenizer, "chat_template", None)
         backend = getattr(self._tokenizer, "backend_tokenizer", None)
         if not isinstance(template, str) or not template:
@@ -229,11 +283,10 @@ class TransformersPolicy:
         if self._tokenizer.eos_token_id is not None:
             eos_ids.append(self._tokenizer.eos_token_id)
         self._eos = frozenset(int(i) for i in eos_ids if i is not None)
-        if adapter_root is not None:
-            self._model = _load_adapter(self._model, adapter_root)
-        loaded: Any = self._model
-        loaded.to(device)
-        loaded.eval()
+        if move:
+            loaded: Any = self._model
+            loaded.to(device)
+            loaded.eval()
         self._device = device
         self._name = name or _default_name(directory)
         self._adapter = adapter
@@ -265,9 +318,7 @@ class TransformersPolicy:
         invocation = {"template_kwargs": {"enable_thinking": request.thinking}}
         prior = request.prior
         if prior is None:
-            return self._codec.encode(
-                self._codec.render(chat, invocation, generation_prompt=True)
-            )
+            return self._codec.encode(self._codec.render(chat, invocation, generation_prompt=True))
         last = max((i for i, m in enumerate(chat) if m.get("role") == "assistant"), default=-1)
         if last < 0:
             raise PolicyGenerationFailed("a continued turn needs the previous assistant turn")

@@ -1,0 +1,266 @@
+"""What the recorder captured of one generation batch, and the bundle files built from it.
+
+The OpenEnv files are the collector's: the batch's episodes become a
+:class:`~kiln_verify.openenv.collect.engine.Collection` (controls with this batch's groups,
+group size and ``seed_start``; the environment re-inspected and required unchanged, as the
+collector revalidates) handed to :func:`~kiln_verify.openenv.collect.bundle.build_bundle`.
+The GRPO corpus comes from :mod:`.corpus` (factory path) or from the ``rollout_func``'s own
+collector corpus with TRL's trained rewards (rollout path).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from kiln_verify.errors import (
+    EnvironmentIdentityChanged,
+    TrlBatchAmbiguous,
+    TrlRecordingFailed,
+    TrlRewardNotFinite,
+)
+from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
+from kiln_verify.limits import MAX_ACTION_TOKENS, MAX_CONCURRENCY, MAX_GRPO_ROW_BYTES
+from kiln_verify.openenv.collect.controls import CollectionControls
+from kiln_verify.openenv.collect.engine import CollectedGroup, Collection, same_start
+from kiln_verify.openenv.collect.plan import ResetPlan
+from kiln_verify.openenv.identity import compare_identities
+from kiln_verify.records import BehaviorPolicyIdentity
+from kiln_verify.trl.corpus import TrlCompletion, grpo_rows
+from kiln_verify.trl.identity import AdapterSnapshot
+
+__all__ = ["CapturedBatch", "bundle_files", "generation_parameters", "sampling_record"]
+
+DATASET, REPLAY, SUMMARY, GRPO = (
+    "openenv.rollouts.jsonl",
+    "openenv.replay.json",
+    "openenv.rollout-summary.json",
+    "grpo.train.jsonl",
+)
+
+
+def sampling_record(args: Any) -> dict[str, Any]:
+    """TRL's sampling configuration as ``kiln.rollout-provenance.v1`` ``sampling``."""
+    return {
+        "temperature": float(args.temperature),
+        "top_p": float(args.top_p),
+        "top_k": int(args.top_k or 0),
+        "min_p": float(args.min_p or 0.0),
+        "max_tokens": int(args.max_completion_length),
+        "repetition_penalty": float(args.repetition_penalty),
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "stop": [],
+    }
+
+
+def generation_parameters(args: Any) -> dict[str, Any]:
+    """What the behaviour identity's ``inference_config_sha256`` binds."""
+    return {
+        "generator": "trl.GRPOTrainer",
+        "sampling": sampling_record(args),
+        "use_vllm": bool(args.use_vllm),
+        "vllm_mode": str(args.vllm_mode) if args.use_vllm else None,
+        "chat_template_kwargs": dict(args.chat_template_kwargs or {}),
+        "generation_kwargs": dict(args.generation_kwargs or {}),
+        "cache_implementation": args.cache_implementation,
+        "max_tool_calling_iterations": args.max_tool_calling_iterations,
+    }
+
+
+class CapturedBatch:
+    """One generation batch as seen through the three wrapped trainer methods."""
+
+    def __init__(self, step: int, adapter: AdapterSnapshot) -> None:
+        self.step = step
+        self.adapter = adapter
+        self.prompts: list[Any] = []
+        self.prompt_ids: list[list[int]] = []
+        self.completion_ids: list[list[int]] = []
+        self.tool_mask: list[list[int]] = []
+        self.turns: list[list[dict[str, Any]]] = []
+        self.rewards: list[float] = []
+        self.logprobs: list[list[float]] = []
+
+    def generated(self, prompts: list[Any], output: tuple[Any, ...]) -> None:
+        prompt_ids, completion_ids, tool_mask, completions = output[:4]
+        self.prompts = copy.deepcopy(list(prompts))
+        self.prompt_ids = [[int(t) for t in ids] for ids in prompt_ids]
+        self.completion_ids = [[int(t) for t in ids] for ids in completion_ids]
+        if tool_mask is None:
+            self.tool_mask = [[1] * len(ids) for ids in self.completion_ids]
+        else:
+            self.tool_mask = [[int(v) for v in mask] for mask in tool_mask]
+        self.turns = [copy.deepcopy(list(c)) if isinstance(c, list) else [] for c in completions]
+
+    def rewarded(self, trainer: Any, matrix: Any, local: int) -> None:
+        """This process's rows of the reward matrix, combined as TRL combines them."""
+        index = trainer.accelerator.process_index
+        rows = matrix[index * local : (index + 1) * local]
+        weights = trainer.reward_weights.to(rows.device).unsqueeze(0)
+        combined = (rows * weights).nansum(dim=1)
+        unscorable = rows.isnan().all(dim=1)
+        values = []
+        for value, missing in zip(combined.tolist(), unscorable.tolist(), strict=True):
+            if missing or not math.isfinite(value):
+                raise TrlRewardNotFinite(f"a completion's combined reward is {value!r}")
+            values.append(float(value))
+        self.rewards = values
+
+    def scored(self, trainer: Any, output: dict[str, Any]) -> None:
+        """The behaviour log-probabilities (see the recorder); TRL's ``old_per_token_logps``
+        is set to them when TRL left it empty."""
+        import torch
+
+        logps = output.get("sampling_per_token_logps")
+        if logps is None:
+            ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            with torch.no_grad():
+                logps, _, _ = trainer._get_per_token_logps_and_entropies(
+                    trainer.model,
+                    ids,
+                    mask,
+                    output["completion_ids"].size(1),
+                    batch_size=trainer.args.per_device_train_batch_size,
+                )
+        if output.get("old_per_token_logps") is None:
+            output["old_per_token_logps"] = logps.detach()
+        rows = logps.detach().float().cpu().tolist()
+        self.logprobs = [
+            row[: len(ids)] for row, ids in zip(rows, self.completion_ids, strict=True)
+        ]
+
+
+def _controls(run: Any, groups: int, args: Any, template: dict[str, Any]) -> CollectionControls:
+    options = dataclasses.replace(
+        run.options,
+        groups=groups,
+        seed_start=run.batch_seed_start,
+        temperature=float(args.temperature),
+        max_action_tokens=min(int(args.max_completion_length), MAX_ACTION_TOKENS),
+        concurrency=min(groups * run.group_size, MAX_CONCURRENCY),
+        state_check=False,
+    )
+    slots = (run.credential_env,) if run.credential_env is not None else ()
+    return CollectionControls.create(
+        [run.url], reset_templates=[template], credential_envs=slots, options=options
+    )
+
+
+def _revalidate(run: Any) -> None:
+    again = run.loop.run(run.client.inspect())
+    changed = compare_identities(
+        run.inspection.identity,
+        again.identity,
+        expected_schema=run.inspection.environment_schema,
+        actual_schema=again.environment_schema,
+    )
+    if changed:
+        raise EnvironmentIdentityChanged(
+            "environment identity changed during the step; nothing was published: "
+            + ", ".join(changed)
+        )
+
+
+def _collection(batch_episodes: list[Any], run: Any, args: Any, behavior: Any) -> Collection:
+    size = run.group_size
+    if not batch_episodes or len(batch_episodes) % size:
+        raise TrlBatchAmbiguous(f"{len(batch_episodes)} rollouts are not whole groups of {size}")
+    groups = []
+    for first in range(0, len(batch_episodes), size):
+        members = batch_episodes[first : first + size]
+        results = [episode.records(behavior) for episode in members]
+        head = results[0]
+        for other in results[1:]:
+            if not same_start(
+                head.messages, head.reset_observation, other.messages, other.reset_observation
+            ):
+                raise TrlRecordingFailed(
+                    f"group {first // size}: candidate {other.candidate_index} was reset to "
+                    "another observation than candidate 0 (reset_nondeterministic)"
+                )
+        plan = members[0].slot.plan
+        groups.append(CollectedGroup(plan, head.messages, head.reset_observation, results))
+    controls = _controls(run, len(groups), args, batch_episodes[0].slot.template)
+    _revalidate(run)
+    return Collection(
+        controls,
+        ResetPlan.from_templates(controls.reset_templates),
+        [run.context.inspection],
+        behavior,
+        groups,
+    )
+
+
+def _with_rewards(corpus: bytes, rewards: list[float]) -> bytes:
+    """The rollout's corpus with each completion's reward replaced by TRL's."""
+    from kiln_verify.core.jsonio import loads
+
+    rows, index = [], 0
+    for line in corpus.splitlines():
+        group = GrpoGroup.model_validate(loads(line, max_bytes=MAX_GRPO_ROW_BYTES))
+        completions = []
+        for completion in group.completions:
+            completions.append(completion.model_copy(update={"reward": rewards[index]}))
+            index += 1
+        rows.append(grpo_row_bytes(GrpoGroup(messages=group.messages, completions=completions)))
+    if index != len(rewards):
+        raise TrlRecordingFailed(f"{index} recorded completions for {len(rewards)} rewards")
+    return b"".join(rows)
+
+
+def bundle_files(
+    batch: CapturedBatch, recorder: Any, build: Callable[..., Any]
+) -> dict[str, bytes]:
+    """Every file of the step's bundle (see the module text)."""
+    trainer, base = recorder._trainer, recorder.base
+    args = trainer.args
+    behavior: BehaviorPolicyIdentity = base.behavior(batch.adapter, generation_parameters(args))
+    count = len(batch.completion_ids)
+    if not count or len(batch.rewards) != count or len(batch.logprobs) != count:
+        raise TrlRecordingFailed("the batch was not fully captured (generation, rewards, logps)")
+    if recorder.factory is not None:
+        factory = recorder.factory
+        run = factory.run
+        collection = _collection(factory.batch, run, args, behavior)
+        invocation: dict[str, Any] = {"tools": [factory.tool_schema()]}
+        if args.chat_template_kwargs:
+            invocation["template_kwargs"] = dict(args.chat_template_kwargs)
+        tokenizer = trainer.processing_class
+        stops = frozenset(int(i) for i in trainer.eos_token_ids)
+        completions = [
+            TrlCompletion(
+                messages=batch.prompts[i],
+                prompt_ids=batch.prompt_ids[i],
+                completion_ids=batch.completion_ids[i],
+                tool_mask=batch.tool_mask[i],
+                logprobs=batch.logprobs[i],
+                turns=batch.turns[i],
+                reward=batch.rewards[i],
+                seed=factory.batch[i].slot.plan.seed,
+            )
+            for i in range(count)
+        ]
+        del tokenizer
+        corpus = grpo_rows(
+            completions,
+            group_size=run.group_size,
+            codec=base.codec(),
+            stop_ids=stops,
+            behavior=behavior,
+            tokenizer=base.tokenizer_identity,
+            invocation=invocation,
+            sampling=sampling_record(args),
+        )
+    else:
+        rollout = recorder.rollout
+        collection, corpus = rollout.take(behavior)
+        corpus = _with_rewards(corpus, batch.rewards)
+    bundle = build(collection)
+    files = {DATASET: bundle.dataset, REPLAY: bundle.replay, SUMMARY: bundle.summary, GRPO: corpus}
+    files.update(batch.adapter.files())
+    return files

@@ -1,0 +1,207 @@
+"""One TRL rollout as one collector episode: the episode machine driven by tool calls.
+
+The collector's :class:`~kiln_verify.openenv.collect.machine.EpisodeMachine` decides every
+row of the contract's outcome table; here TRL plays the policy. ``start`` opens one
+capacity-aware session with the group's exact reset payload (the client's acquisition,
+keep-alive, poisoning, bearer and reflection checks, unchanged) and feeds the reset
+observation. Each tool call is one policy answer: its arguments, written as canonical JSON,
+are judged by the collector's own rule (``judge_model_reply``: the action schema decides),
+then sent as one ``step``; the tool returns exactly the trajectory segment the collector
+records for the answer (the observation text, the protocol error, or the harness error of
+an action the schema refuses). ``finish`` ends the episode: a rollout whose model stopped
+calling the tool while the episode was still open is a reply without an action
+(``MODEL_ACTION_NO_OUTPUT``, the contract's penalty), then the final state is read, the
+session closed, and the three records assembled (:func:`~kiln_verify.openenv.collect.
+assemble.episode_result`), so a rollout's records are the collector's, byte for byte.
+
+Any client failure (transport, timeout, poisoned session, reflection) ends the session and
+is remembered by the run: TRL turns a tool's exception into text for the model, so the
+failure is raised again when TRL asks for the reward, and the step fails with nothing
+published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from kiln_verify.core.jsonenc import dumps_canonical
+from kiln_verify.errors import (
+    CapacityExhausted,
+    KilnError,
+    ProtocolViolation,
+    RecoverableProtocolError,
+    TerminalProtocolError,
+    TrlBatchOverCapacity,
+    TrlEpisodeFailed,
+    TrlRewardNotFinite,
+)
+from kiln_verify.openenv.client import CapacityAcquisition
+from kiln_verify.openenv.collect.assemble import EpisodeResult, episode_result
+from kiln_verify.openenv.collect.machine import (
+    FINISHED,
+    READ_STATE,
+    AskPolicy,
+    EpisodeMachine,
+    EpisodeOutcome,
+)
+from kiln_verify.openenv.collect.plan import RetainedBudget
+from kiln_verify.openenv.policy.base import PolicyResponse
+from kiln_verify.openenv.session import Session
+from kiln_verify.records import BehaviorPolicyIdentity
+from kiln_verify.trl.run import OpenEnvRun, Slot
+
+__all__ = ["ENDED_TEXT", "Episode"]
+
+T = TypeVar("T")
+
+ENDED_TEXT = '{"openenv_episode_over":true,"done":true}'
+"""What a tool call after the episode ended returns (no step is sent; the OpenEnv files
+record the episode as it ended, the GRPO corpus records the call and this answer)."""
+
+
+class Episode:
+    """One rollout's episode (see the module text); not thread-safe, like TRL's loop."""
+
+    def __init__(self, run: OpenEnvRun, slot: Slot) -> None:
+        self._run = run
+        self.slot = slot
+        self._machine = EpisodeMachine(
+            run.context,
+            slot.plan,
+            slot.candidate,
+            controls=run.controls,
+            budget=RetainedBudget(),
+        )
+        self._session: Session | None = None
+        self._retries = 0
+        self.outcome: EpisodeOutcome | None = None
+        self.failure: KilnError | None = None
+
+    # -- driving ---------------------------------------------------------------------------
+
+    def _call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        if self.failure is not None:
+            raise TrlEpisodeFailed(f"the episode already failed: {self.failure.code}")
+        try:
+            return self._run.loop.run(make())
+        except KilnError as exc:
+            self._fail(exc)
+            raise
+
+    def _fail(self, exc: KilnError) -> None:
+        self.failure = exc
+        self._run.fail(exc)
+        self._close()
+
+    def _close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            with contextlib.suppress(Exception):  # a failed close leaves nothing to undo
+                self._run.loop.run(session.close(), timeout=30)
+
+    def start(self) -> str:
+        """Open the session with the group's reset payload; the user content to show."""
+        options = self._run.options
+        plan = self.slot.plan
+        try:
+            acquired: CapacityAcquisition = self._call(
+                lambda: self._run.client.open_session_with_capacity(
+                    options.capacity_wait_seconds, reset_data=plan.reset_payload
+                )
+            )
+        except CapacityExhausted as exc:
+            raise TrlBatchOverCapacity(
+                f"rollout {len(self._run.batch) - 1} of the batch found no free session "
+                f"within {options.capacity_wait_seconds} s: {exc.rule}"
+            ) from None
+        self._session, self._retries = acquired.session, acquired.retries
+        assert acquired.observation is not None
+        try:
+            self._machine.reset(acquired.observation)
+        except KilnError as exc:
+            self._fail(exc)
+            raise
+        return self._machine.messages[-1].content
+
+    @property
+    def open(self) -> bool:
+        """Whether the episode still waits for an action."""
+        return self.outcome is None and type(self._machine.next_command()) is AskPolicy
+
+    def act(self, arguments: dict[str, Any]) -> str:
+        """One tool call: judge, step, and the segment the model is shown."""
+        if self.failure is not None:
+            raise TrlEpisodeFailed(f"the environment failed: {self.failure.code}")
+        if not self.open:
+            return ENDED_TEXT
+        text = dumps_canonical(arguments).decode("utf-8")
+        self._machine.policy_answered(PolicyResponse(text=text))
+        self._advance()
+        segment = self._machine.last_segment
+        assert segment is not None
+        return segment.content
+
+    def _advance(self) -> None:
+        """Perform what the machine asks until it waits for the policy or is finished."""
+        machine = self._machine
+        while True:
+            command = machine.next_command()
+            if type(command) is AskPolicy or command is FINISHED:
+                if command is FINISHED:
+                    self._close()
+                return
+            session = self._session
+            assert session is not None
+            if command is READ_STATE:
+                machine.final_state(self._call(session.state))
+                continue
+            action = command.action  # type: ignore[union-attr]
+            try:
+                observation = self._run.loop.run(session.step(action))
+            except (RecoverableProtocolError, TerminalProtocolError) as exc:
+                if exc.error is None:
+                    self._fail(exc)
+                    raise
+                machine.step_refused(exc.error)
+            except KilnError as exc:
+                self._fail(exc)
+                raise
+            else:
+                try:
+                    machine.step_answered(observation)
+                except ProtocolViolation as exc:  # the machine's one: the return overflowed
+                    refused = TrlRewardNotFinite(f"the episode return overflowed: {exc.rule}")
+                    self._fail(refused)
+                    raise refused from None
+
+    def finish(self) -> EpisodeOutcome:
+        """End the episode (a still-open one as a reply without an action); its outcome."""
+        if self.outcome is not None:
+            return self.outcome
+        if self.failure is not None:
+            raise TrlEpisodeFailed(
+                f"an episode of the batch failed ({self.failure.code}: {self.failure.rule}); "
+                "the step publishes nothing"
+            ) from self.failure
+        if self.open:
+            self._machine.policy_answered(PolicyResponse(text=""))
+            self._advance()
+        self.outcome = self._machine.outcome()
+        return self.outcome
+
+    def records(self, behavior: BehaviorPolicyIdentity) -> EpisodeResult:
+        """The finished episode's three records under the batch's behaviour identity."""
+        return episode_result(
+            self._run.context,
+            self.slot.plan,
+            self.slot.candidate,
+            self.finish(),
+            behavior=behavior,
+            capacity_retries=self._retries,
+        )
+
+    def abandon(self) -> None:
+        """Close the session of an episode TRL never finished (a failed step)."""
+        self._close()

@@ -1,0 +1,220 @@
+"""One verifiable bundle per recorded optimizer step of TRL's ``GRPOTrainer``.
+
+``recorder = BatchRecorder(output_dir, model_dir=BASE, factory=factory)`` then
+``recorder.attach(trainer)`` before ``trainer.train()``. Attaching checks the trainer's
+configuration against the batch mapping (docs/trl.md: one generation batch per optimizer
+step, ``num_generations`` = the factory's ``group_size``, whole groups per process, a PEFT
+adapter, the model directory's own chat template) and refuses anything ambiguous with
+``trl_batch_ambiguous``. It then wraps three methods of that trainer instance:
+
+* ``_generate_and_score_completions``: before the batch is generated, the PEFT adapter is
+  saved (the behaviour weights: :mod:`.identity`); after, the behaviour log-probabilities
+  are taken (the sampler's own with vLLM or a ``rollout_func``, else one no-grad forward
+  of the generating weights at TRL's temperature, handed to TRL as its
+  ``old_per_token_logps`` so the update's PPO ratio uses exactly the recorded values);
+* ``_generate``: the prompts as rendered (reset text appended), TRL's prompt and completion
+  ids, ``tool_mask`` and the conversation turns;
+* ``_calculate_rewards``: this process's rows of the reward matrix, combined with TRL's
+  reward weights: the reward TRL trained with.
+
+When the optimizer step that consumed the batch ends (``on_step_end``), the bundle is built
+and published as one directory, ``OUTPUT/rank-RRRRR/step-SSSSSS/``, with no-clobber atomic
+publication (:func:`~kiln_verify.core.publish.publish_directory`): a step that fails, or a
+process killed before that, leaves no bundle. The directory holds the three OpenEnv files
+(``openenv.rollouts.jsonl``, ``openenv.replay.json``, ``openenv.rollout-summary.json``,
+the collector's own builder), the recorded-GRPO corpus ``grpo.train.jsonl`` and the
+behaviour adapter ``adapter/``. With ``every=N`` only steps ``N, 2N, ...`` are recorded
+(the others pay nothing).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kiln_verify.core.digest import canonical_digest
+from kiln_verify.errors import KilnError, TrlBatchAmbiguous, TrlRecordingFailed, UsageError
+from kiln_verify.openenv.collect.bundle import build_bundle
+from kiln_verify.trl.batch import CapturedBatch, bundle_files, generation_parameters
+from kiln_verify.trl.factory import OpenEnvToolFactory
+from kiln_verify.trl.identity import BaseModel, adapter_snapshot
+
+__all__ = ["BatchRecorder", "check_trainer"]
+
+
+def check_trainer(
+    trainer: Any,
+    group_size: int,
+    base: BaseModel,
+    *,
+    factory: bool,
+    rollout_temperature: float | None = None,
+) -> None:
+    """Refuse a trainer whose batches cannot be recorded exactly (docs/trl.md), before the
+    first batch is generated. ``rollout_temperature``: the ``rollout_func``'s sampling
+    temperature, which must be the one TRL scores the update at."""
+    args = trainer.args
+    rules = [
+        (
+            hasattr(trainer.model, "peft_config"),
+            "the model has no PEFT adapter (pass peft_config): a bundle binds the base weights "
+            "by digest and the adapter by content, and full fine-tuning changes the base",
+        ),
+        (args.num_generations == group_size, "num_generations must equal the group_size"),
+        (
+            args.steps_per_generation == args.gradient_accumulation_steps,
+            "steps_per_generation must equal gradient_accumulation_steps (one generation "
+            "batch per optimizer step)",
+        ),
+        (args.num_iterations == 1, "num_iterations must be 1 (each batch trains once)"),
+        (
+            (args.per_device_train_batch_size * args.steps_per_generation) % group_size == 0,
+            "each process's generation batch must hold whole groups",
+        ),
+        (not args.mask_truncated_completions, "mask_truncated_completions must be off"),
+        (
+            getattr(trainer, "chat_template", None) is None,
+            "TRL swapped in its own training template; the model's template must be "
+            "prefix-preserving so TRL renders with it",
+        ),
+        (
+            getattr(trainer.processing_class, "chat_template", None) == base.chat_template,
+            "the trainer's chat template differs from the model directory's",
+        ),
+    ]
+    if factory:
+        rules.append((trainer.rollout_func is None, "use either the factory or a rollout_func"))
+    else:
+        rules.append((trainer.rollout_func is not None, "the trainer has no rollout_func"))
+        rules.append(
+            (
+                rollout_temperature == float(args.temperature),
+                f"the rollout_func samples at temperature {rollout_temperature} but TRL "
+                f"scores the update at {args.temperature}; give CollectionOptions the "
+                "GRPOConfig's temperature",
+            )
+        )
+    try:
+        canonical_digest(generation_parameters(args))
+    except (KilnError, TypeError, ValueError):
+        rules.append((False, "generation_kwargs must be JSON (the behaviour identity binds it)"))
+    for ok, rule in rules:
+        if not ok:
+            raise TrlBatchAmbiguous(f"the trainer cannot be recorded exactly: {rule}")
+
+
+class BatchRecorder:
+    """See the module text. ``factory``: the :class:`OpenEnvToolFactory` the trainer uses;
+    ``rollout``: an :class:`~kiln_verify.trl.rollout.OpenEnvRolloutFunc` instead."""
+
+    def __init__(
+        self,
+        output_dir: str | os.PathLike[str],
+        *,
+        model_dir: str | os.PathLike[str],
+        factory: OpenEnvToolFactory | None = None,
+        rollout: Any = None,
+        every: int = 1,
+    ) -> None:
+        if (factory is None) == (rollout is None):
+            raise UsageError("give exactly one of `factory` and `rollout`")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise UsageError("`every` must be a positive integer")
+        self.output_dir = Path(output_dir)
+        self.base = BaseModel(model_dir)
+        self.factory = factory
+        self.rollout = rollout
+        self.every = every
+        self.published: list[Path] = []
+        self._trainer: Any = None
+        self._batch: CapturedBatch | None = None
+
+    @property
+    def _run(self) -> Any:
+        return self.factory.run if self.factory is not None else self.rollout.run
+
+    def attach(self, trainer: Any) -> None:
+        """Check ``trainer`` and start recording its steps."""
+        from transformers import TrainerCallback
+
+        check_trainer(
+            trainer,
+            self._run.group_size,
+            self.base,
+            factory=self.factory is not None,
+            rollout_temperature=None if self.rollout is None else self._run.options.temperature,
+        )
+        rank = trainer.accelerator.process_index
+        if rank != self._run.rank:
+            raise TrlBatchAmbiguous(
+                f"this process is rank {rank}, its factory rank {self._run.rank}"
+            )
+        self._trainer = trainer
+        self.rank = rank
+        generate = trainer._generate
+        score = trainer._generate_and_score_completions
+        rewards = trainer._calculate_rewards
+        recorder = self
+
+        def recorded_score(inputs: Any) -> Any:
+            return recorder._score(score, inputs)
+
+        def recorded_generate(prompts: Any) -> Any:
+            output = generate(prompts)
+            if recorder._batch is not None:
+                recorder._batch.generated(prompts, output)
+            return output
+
+        def recorded_rewards(inputs: Any, prompts: Any, completions: Any, ids: Any) -> Any:
+            matrix = rewards(inputs, prompts, completions, ids)
+            if recorder._batch is not None:
+                recorder._batch.rewarded(trainer, matrix, len(prompts))
+            return matrix
+
+        trainer._generate_and_score_completions = recorded_score
+        trainer._generate = recorded_generate
+        trainer._calculate_rewards = recorded_rewards
+
+        class _StepEnd(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                recorder._step_end(state.global_step)
+
+        trainer.add_callback(_StepEnd())
+
+    def _score(self, score: Any, inputs: Any) -> Any:
+        trainer = self._trainer
+        step = trainer.state.global_step + 1  # the optimizer step this batch feeds
+        if not trainer.model.training or (step % self.every) != 0:
+            self._batch = None
+            return score(inputs)
+        snapshot = adapter_snapshot(trainer.model)
+        self._batch = CapturedBatch(step, snapshot)
+        if self.rollout is not None:
+            self.rollout.snapshot = snapshot
+        try:
+            output = score(inputs)
+            self._batch.scored(trainer, output)
+        except BaseException:
+            self._batch = None
+            raise
+        return output
+
+    def _step_end(self, step: int) -> None:
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        if batch.step != step:
+            raise TrlRecordingFailed(f"the batch generated for step {batch.step} ended at {step}")
+        target = self.output_dir / f"rank-{self.rank:05d}" / f"step-{step:06d}"
+        try:
+            files = bundle_files(batch, self, build_bundle)
+        except KilnError:
+            raise
+        except (ValueError, TypeError, KeyError) as exc:
+            raise TrlRecordingFailed(f"step {step}: {str(exc)[:300]}") from None
+        from kiln_verify.core.publish import publish_directory
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        publish_directory(target, files, dir_mode=0o755)
+        self.published.append(target)
