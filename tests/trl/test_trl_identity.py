@@ -22,7 +22,7 @@ def test_the_snapshot_is_peft_s_own_config_and_weights(tool_model: Path, tmp_pat
     config = LoraConfig(
         r=2,
         lora_alpha=4,
-        target_modules={"v_proj", "q_proj", "o_proj", "k_proj"},
+        target_modules=["v_proj", "q_proj", "o_proj", "k_proj"],  # PEFT keeps a set
         init_lora_weights=False,
         task_type="CAUSAL_LM",
     )
@@ -30,7 +30,7 @@ def test_the_snapshot_is_peft_s_own_config_and_weights(tool_model: Path, tmp_pat
     snapshot = adapter_snapshot(model)
     assert "create_or_update_model_card" not in vars(model)
 
-    model.save_pretrained(tmp_path / "peft")  # PEFT's full save, model card included
+    model.save_pretrained(str(tmp_path / "peft"))  # PEFT's full save, model card included
     assert (tmp_path / "peft" / "README.md").is_file()
     assert snapshot.weights == (tmp_path / "peft" / "adapter_model.safetensors").read_bytes()
     assert snapshot.config == (tmp_path / "peft" / "adapter_config.json").read_bytes()
