@@ -166,6 +166,30 @@ def test_a_batch_beyond_the_session_capacity_is_refused(start: OracleFactory) ->
         factory.close()
 
 
+def _trainer(change: dict[str, Any], rollout_func: Any = None) -> Any:
+    """The trainer attributes check_trainer reads: a recordable configuration, changed."""
+    args: dict[str, Any] = {
+        "num_generations": 2,
+        "steps_per_generation": 1,
+        "gradient_accumulation_steps": 1,
+        "num_iterations": 1,
+        "per_device_train_batch_size": 4,
+        "mask_truncated_completions": False,
+        **GENERATION,
+        **change,
+    }
+    return SimpleNamespace(
+        model=args.pop("model", SimpleNamespace(peft_config={})),
+        args=SimpleNamespace(**args),
+        chat_template=None,
+        processing_class=SimpleNamespace(chat_template="T"),
+        rollout_func=rollout_func,
+    )
+
+
+BASE: Any = SimpleNamespace(chat_template="T")
+
+
 @pytest.mark.parametrize(
     ("change", "rule"),
     [
@@ -181,54 +205,20 @@ def test_a_batch_beyond_the_session_capacity_is_refused(start: OracleFactory) ->
 def test_ambiguous_trainer_configurations_are_refused(change: dict[str, Any], rule: str) -> None:
     from kiln_verify.trl.recorder import check_trainer
 
-    args: dict[str, Any] = {
-        "num_generations": 2,
-        "steps_per_generation": 1,
-        "gradient_accumulation_steps": 1,
-        "num_iterations": 1,
-        "per_device_train_batch_size": 4,
-        "mask_truncated_completions": False,
-        **GENERATION,
-    }
-    args.update(change)
-    model = args.pop("model", SimpleNamespace(peft_config={}))
-    trainer = SimpleNamespace(
-        model=model,
-        args=SimpleNamespace(**args),
-        chat_template=None,
-        processing_class=SimpleNamespace(chat_template="T"),
-        rollout_func=None,
-    )
-    base: Any = SimpleNamespace(chat_template="T")
+    check_trainer(_trainer({}), 2, BASE, factory=True)
     with pytest.raises(TrlBatchAmbiguous, match=rule):
-        check_trainer(trainer, 2, base, factory=True)
+        check_trainer(_trainer(change), 2, BASE, factory=True)
 
 
 def test_a_rollout_func_sampling_at_another_temperature_is_refused() -> None:
     from kiln_verify.trl.recorder import check_trainer
 
-    args = SimpleNamespace(
-        num_generations=2,
-        steps_per_generation=1,
-        gradient_accumulation_steps=1,
-        num_iterations=1,
-        per_device_train_batch_size=4,
-        mask_truncated_completions=False,
-        **{**GENERATION, "temperature": 0.7},
-    )
-    trainer = SimpleNamespace(
-        model=SimpleNamespace(peft_config={}),
-        args=args,
-        chat_template=None,
-        processing_class=SimpleNamespace(chat_template="T"),
-        rollout_func=object(),
-    )
-    base: Any = SimpleNamespace(chat_template="T")
-    check_trainer(trainer, 2, base, factory=False, rollout_temperature=0.7)
+    trainer = _trainer({"temperature": 0.7}, rollout_func=object())
+    check_trainer(trainer, 2, BASE, factory=False, rollout_temperature=0.7)
     with pytest.raises(
         TrlBatchAmbiguous, match=r"samples at temperature 1\.0 but TRL scores the update at 0\.7"
     ):
-        check_trainer(trainer, 2, base, factory=False, rollout_temperature=1.0)
+        check_trainer(trainer, 2, BASE, factory=False, rollout_temperature=1.0)
 
 
 def test_a_new_batch_starts_when_an_instance_plays_again(
