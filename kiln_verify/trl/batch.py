@@ -230,7 +230,6 @@ def bundle_files(
         invocation: dict[str, Any] = {"tools": [factory.tool_schema()]}
         if args.chat_template_kwargs:
             invocation["template_kwargs"] = dict(args.chat_template_kwargs)
-        tokenizer = trainer.processing_class
         stops = frozenset(int(i) for i in trainer.eos_token_ids)
         completions = [
             TrlCompletion(
@@ -245,11 +244,10 @@ def bundle_files(
             )
             for i in range(count)
         ]
-        del tokenizer
         corpus = grpo_rows(
             completions,
             group_size=run.group_size,
-            codec=base.codec(),
+            replay=base.replay(),
             stop_ids=stops,
             behavior=behavior,
             tokenizer=base.tokenizer_identity,

@@ -32,10 +32,11 @@ from kiln_verify.errors import KilnError, TokenStreamError, TrlRecordingFailed
 from kiln_verify.hf.digests import prompt_messages_digest, scored_payload_digest
 from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
 from kiln_verify.hf.manifest.grpo import ROLLOUT_PROVENANCE, GrpoCompletion
+from kiln_verify.hf.replay import TokenReplay
 from kiln_verify.limits import MAX_GRPO_ROW_BYTES
 from kiln_verify.openenv.records.rollout import TURN_BREAK
 from kiln_verify.records import BehaviorPolicyIdentity, ChatMessage, TurnSegment
-from kiln_verify.tokens import TokenCodec, replay_trajectory
+from kiln_verify.tokens import TokenCodec
 
 __all__ = ["TrlCompletion", "grpo_rows"]
 
@@ -141,37 +142,22 @@ def _completion(
     )
 
 
-def _replay(codec: TokenCodec, row: bytes) -> None:
-    """Replay every completion of the row as ``hf verify`` reads it: from its written bytes
-    (free-form values such as ``tools`` come back in canonical key order)."""
-    group = loads(row, max_bytes=MAX_GRPO_ROW_BYTES)
-    for index, completion in enumerate(group["completions"]):
-        provenance = completion["provenance"]
-        replay_trajectory(
-            codec,
-            provenance.get("template_invocation", {}),
-            messages=group["messages"],
-            segments=[TurnSegment.model_validate(s) for s in completion["trajectory"]],
-            ids=provenance["input_token_ids"],
-            prompt_count=provenance["prompt_token_count"],
-            actions={t["sequence_index"]: t["source"] for t in provenance["action_tokens"]},
-            budget=None,
-            where=f"completion {index}",
-        )
-
-
 def grpo_rows(
     completions: Sequence[TrlCompletion],
     *,
     group_size: int,
-    codec: TokenCodec,
+    replay: TokenReplay,
     stop_ids: frozenset[int],
     behavior: BehaviorPolicyIdentity,
     tokenizer: Mapping[str, str],
     invocation: Mapping[str, Any],
     sampling: Mapping[str, Any],
 ) -> bytes:
-    """The canonical corpus bytes of one batch (one row per group, in batch order)."""
+    """The canonical corpus bytes of one batch (one row per group, in batch order). Each row
+    is read back from its written bytes and replayed by ``hf verify``'s own check
+    (:meth:`~kiln_verify.hf.replay.TokenReplay.check_group`: prompt and trajectory) before
+    it is kept."""
+    codec = replay.codec
     rows = []
     for first in range(0, len(completions), group_size):
         members = completions[first : first + group_size]
@@ -200,7 +186,9 @@ def grpo_rows(
         try:
             chat = [ChatMessage.model_validate(m) for m in messages]
             row_bytes = grpo_row_bytes(GrpoGroup(messages=chat, completions=built))
-            _replay(codec, row_bytes)
+            replay.check_group(
+                GrpoGroup.model_validate(loads(row_bytes, max_bytes=MAX_GRPO_ROW_BYTES))
+            )
         except TokenStreamError as exc:
             raise type(exc)(f"group {group}: {exc.rule}") from None
         except (KilnError, ValidationError) as exc:

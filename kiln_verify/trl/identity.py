@@ -27,8 +27,8 @@ from kiln_verify.core.digest import canonical_digest, sha256_bytes
 from kiln_verify.errors import KilnError, TrlBatchAmbiguous
 from kiln_verify.hf.digests import adapter_content_revision
 from kiln_verify.hf.export.model_dir import ModelSnapshot
+from kiln_verify.hf.replay import TokenReplay
 from kiln_verify.records import BehaviorPolicyIdentity
-from kiln_verify.tokens import TokenCodec
 
 __all__ = ["ADAPTER_NAME", "AdapterSnapshot", "BaseModel", "adapter_snapshot"]
 
@@ -125,9 +125,9 @@ class BaseModel:
         self._tokenizer = snapshot.tokenizer
         self._template = snapshot.chat_template
 
-    def codec(self) -> TokenCodec:
-        """The codec ``hf verify`` replays with: the exported tokenizer and template."""
-        return TokenCodec.from_files(self._tokenizer, self._template, error=TrlBatchAmbiguous)
+    def replay(self) -> TokenReplay:
+        """``hf verify``'s token replay over the exported tokenizer and template."""
+        return TokenReplay(self._tokenizer, self._template)
 
     def behavior(
         self, adapter: AdapterSnapshot, parameters: dict[str, Any]
