@@ -1,0 +1,42 @@
+"""The TRL environment factory against openenv 0.10.0's own server (written by others),
+differentially: the same tool calls against the openenv peer and against our oracle serving
+the same counter give the same tool, the same texts the model would read and the same
+episode returns, including an invalid action (a recoverable protocol error)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln_verify.openenv.collect.controls import CollectionOptions
+from kiln_verify.trl.factory import OpenEnvToolFactory
+
+ROW: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}]}
+
+
+def _play(url: str) -> tuple[list[str], list[str], list[float]]:
+    factory = OpenEnvToolFactory(
+        url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
+    )
+    try:
+        first, second = factory(), factory()
+        names = sorted(factory.tool_schema()["function"]["parameters"]["properties"])
+        texts = [first.reset(**ROW), second.reset(**ROW)]
+        step_a: Any = first.step  # type: ignore[attr-defined]
+        step_b: Any = second.step  # type: ignore[attr-defined]
+        texts += [step_a(amount=2), step_a(amount=2), step_b(amount="two"), step_b(amount=1)]
+        returns = [first.get_reward(), second.get_reward()]
+        return names, texts, returns
+    finally:
+        factory.close()
+
+
+def test_the_factory_plays_openenv_s_server_as_it_plays_the_oracle(
+    openenv_urls: dict[str, str], oracle_urls: dict[str, str]
+) -> None:
+    peer = _play(openenv_urls["counter"])
+    ours = _play(oracle_urls["counter"])
+    assert peer == ours
+    names, texts, returns = peer
+    assert "amount" in names
+    assert all(texts)
+    assert returns[0] != returns[1]
