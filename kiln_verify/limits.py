@@ -230,6 +230,10 @@ MAX_POINTER_BYTES: Final = 192
 MAX_SCHEMA_REFS: Final = 4096
 """`$ref` occurrences in one action schema; a bound on hostile schemas."""
 
+MAX_COMPILED_ACTION_SCHEMAS: Final = 16
+"""Distinct action schemas whose compiled validator a process keeps (re-inspections of an
+unchanged environment reuse it instead of compiling again)."""
+
 MAX_ACTION_CHECK_CACHE_ENTRIES: Final = 1024
 """Distinct model actions whose schema verdict the collector remembers per environment."""
 

@@ -14,6 +14,7 @@ the same bound the parser enforces, so everything we write we can read back.
 from __future__ import annotations
 
 import json.encoder
+import re
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -260,6 +261,7 @@ def dumps_canonical(value: Any) -> bytes:
 
 
 _SORT_KEYS = orjson.OPT_SORT_KEYS
+_EXPONENT = re.compile(rb"[0-9]e[+-][0-9]")
 _ORJSON_REFUSED = (orjson.JSONEncodeError, TypeError, ValueError, RecursionError)
 
 
@@ -270,16 +272,19 @@ def parsed_text(value: Any, *, canonical: bool = False) -> str:
 
     For such values ``orjson`` writes the same bytes (same escapes, raw non-ASCII, ``/``
     unescaped, the same shortest float digits, keys sorted by code point); it refuses
-    integers beyond 64 bits and non-str keys, and any text with an exponent (``e+``/``e-``,
-    the one float spelling that has differed between ``orjson`` versions) falls back to
-    our own writer. Not for arbitrary Python values: ``orjson`` accepts mapping subclasses
-    and tuples, which ours refuses.
+    integers beyond 64 bits and non-str keys, and any text with an exponent (a digit,
+    ``e+``/``e-`` and a digit: every exponent float either writer spells, the one float
+    spelling that has differed between ``orjson`` versions) falls back to our own writer.
+    A string holding that pattern falls back too (correct, only slower); matching just
+    ``e-`` sent every document with a word like ``type-error`` to the slow writer. Not
+    for arbitrary Python values: ``orjson`` accepts mapping subclasses and tuples, which
+    ours refuses.
     """
     try:
         raw = orjson.dumps(value, option=_SORT_KEYS) if canonical else orjson.dumps(value)
     except _ORJSON_REFUSED:
         raw = None
-    if raw is None or b"e+" in raw or b"e-" in raw:
+    if raw is None or _EXPONENT.search(raw) is not None:
         return (dumps_canonical if canonical else dumps_compact)(value).decode("utf-8")
     return raw.decode("utf-8")
 

@@ -45,7 +45,7 @@ from kiln_verify.limits import (
     MAX_DISCOVERY_BODY_BYTES,
     MAX_SERVER_FRAME_BYTES,
 )
-from kiln_verify.openenv.action_schema import ActionSchema
+from kiln_verify.openenv.action_schema import ActionSchema, compile_action_schema
 from kiln_verify.openenv.credentials import (
     BearerToken,
     check_body,
@@ -276,13 +276,18 @@ class OpenEnvClient:
             authenticated=self.authenticated,
             documents=documents,
         )
-        return Inspection(identity, documents, ActionSchema(documents.environment_schema["action"]))
+        action = compile_action_schema(documents.environment_schema["action"])
+        return Inspection(identity, documents, action)
 
     # -- sessions ----------------------------------------------------------------------------
 
-    async def open_session(self) -> Session:
-        """Health check, then the WebSocket upgrade (with the bearer header if configured)."""
-        await self.health()
+    async def open_session(self, *, health: bool = True) -> Session:
+        """Health check, then the WebSocket upgrade (with the bearer header if configured).
+        ``health=False`` skips the check for a caller that inspected the server itself and
+        opens sessions per episode (the TRL factory): a server that went away still fails
+        the upgrade, as ``environment_transport`` naming the URL."""
+        if health:
+            await self.health()
         headers = self._token.headers() if self._token is not None else None
         try:
             connection = await connect(
@@ -313,7 +318,11 @@ class OpenEnvClient:
         return Session(connection, request_timeout=self.request_timeout, token=self._token)
 
     async def open_session_with_capacity(
-        self, wait_seconds: float, *, reset_data: Mapping[str, Any] | None = None
+        self,
+        wait_seconds: float,
+        *,
+        reset_data: Mapping[str, Any] | None = None,
+        health: bool = True,
     ) -> CapacityAcquisition:
         """Open a session that has a slot, retrying on CAPACITY_REACHED within a bound.
 
@@ -329,7 +338,7 @@ class OpenEnvClient:
         deadline = time.monotonic() + wait_seconds
         retries = 0
         while True:
-            session = await self.open_session()
+            session = await self.open_session(health=health)
             try:
                 if reset_data is not None:
                     observation: Observation | None = await session.reset(reset_data)

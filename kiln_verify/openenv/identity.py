@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kiln_verify.core.digest import canonical_digest
+from kiln_verify.core.digest import parsed_digest
 from kiln_verify.errors import DiscoveryInvalid, EnvironmentIdentityChanged, snippet
 from kiln_verify.limits import MAX_CATALOG_NAMES, MAX_SELECTOR_BYTES
 
@@ -170,8 +170,8 @@ def build_identity(
         openapi_version=_openapi_version(documents.openapi),
         environments=documents.advertised_names(),
         metadata=_metadata(documents.metadata),
-        schema_sha256=str(canonical_digest(schema)),
-        discovery_sha256=str(canonical_digest(documents.preimage())),
+        schema_sha256=str(parsed_digest(schema)),
+        discovery_sha256=str(parsed_digest(documents.preimage())),
     )
 
 
