@@ -32,6 +32,7 @@ class Faults:
     oversized_frame: int | None = None
     wrong_response_type: bool = False
     unsolicited_frame: float | None = None
+    idle_close: float | None = None
     delay_step: float | None = None
     reflect_authorization: bool = False
     #: Name of the environment variable the bearer token is read from (never the token).
@@ -112,6 +113,7 @@ _SPECS: Mapping[str, _Spec] = {spec.name: spec for spec in (
     _Spec("wrong-response-type", "wrong_response_type", "none"),
     _Spec("unsolicited-frame", "unsolicited_frame", "optional", _seconds,
           DEFAULT_UNSOLICITED_SECONDS),
+    _Spec("idle-close", "idle_close", "required", _seconds),
     _Spec("delay-step", "delay_step", "required", _seconds),
     _Spec("reflect-authorization", "reflect_authorization", "none"),
     _Spec("require-bearer", "require_bearer", "required", _env_var),

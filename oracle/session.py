@@ -126,14 +126,26 @@ class WebSocketSession:
             if self._pending is not None:
                 self._pending.cancel()
 
+    async def _next_event(self) -> dict[str, Any] | None:
+        """The next client event; ``None`` once `idle-close` closed the idle session."""
+        if self._pending is not None:
+            event, self._pending = await self._pending, None
+            return event
+        idle = self.ctx.faults.idle_close
+        if idle is None:
+            return await self.receive()
+        pending = asyncio.ensure_future(self.receive())
+        done, _ = await asyncio.wait((pending,), timeout=idle)
+        if done:
+            return pending.result()
+        self._pending = pending  # cancelled when the session ends
+        await self._send({"type": "websocket.close", "code": 1001})
+        return None
+
     async def _loop(self) -> None:
-        receive = self.receive
         while True:
-            if self._pending is None:
-                event = await receive()
-            else:
-                event, self._pending = await self._pending, None
-            if event["type"] == "websocket.disconnect":
+            event = await self._next_event()
+            if event is None or event["type"] == "websocket.disconnect":
                 return
             text = event.get("text")
             if text is None:

@@ -334,6 +334,22 @@ class Session:
     def poisoned(self) -> bool:
         return self._poisoned
 
+    @property
+    def ended(self) -> KilnError | None:
+        """Why the session is no longer usable (``None`` while it is)."""
+        return self._ended
+
+    async def ready(self) -> bool:
+        """Whether the session can take a request now, sending nothing: what arrived while
+        it was idle (the server's close, an unsolicited frame) is read first and ends it,
+        exactly as the next exchange would. A client that keeps one session across
+        episodes asks before the next reset, so a session the server closed while idle is
+        replaced instead of failing the episode."""
+        with self._exclusive():
+            if self._ended is None and self._idle_input():
+                await self._read_idle()
+        return self._ended is None
+
     def _end(self, cause: KilnError, *, poison: bool) -> None:
         """Mark the session unusable (once)."""
         if self._ended is None:

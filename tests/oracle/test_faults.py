@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.exceptions import ConnectionClosedError, InvalidStatus
+from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK, InvalidStatus
 
 from oracle.faults import (
     DEFAULT_OVERSIZED_BYTES,
@@ -47,6 +47,7 @@ def test_parse_every_profile() -> None:
             "oversized-frame",
             "wrong-response-type",
             "unsolicited-frame=0.5",
+            "idle-close=2",
             "delay-step=0.25",
             "reflect-authorization",
             "require-bearer=ORACLE_TOKEN",
@@ -63,6 +64,7 @@ def test_parse_every_profile() -> None:
         oversized_frame=DEFAULT_OVERSIZED_BYTES,
         wrong_response_type=True,
         unsolicited_frame=0.5,
+        idle_close=2.0,
         delay_step=0.25,
         reflect_authorization=True,
         require_bearer="ORACLE_TOKEN",
@@ -174,6 +176,21 @@ def test_unsolicited_frame_arrives_while_idle(start: Start) -> None:
         assert receive(ws)["data"]["observation"]["total"] == 1
         with pytest.raises(TimeoutError):
             ws.recv(timeout=0.2)
+
+
+def test_idle_close_closes_an_idle_session_with_1001(start: Start) -> None:
+    server = start(faults=["idle-close=0.3"], max_sessions=1)
+    with open_ws(server.ws_url) as ws:
+        ask(ws, RESET)
+        for _ in range(3):  # a busy client is never closed
+            time.sleep(0.1)
+            assert ask(ws, STEP)["type"] == "observation"
+        with pytest.raises(ConnectionClosedOK) as closed:
+            ws.recv(timeout=2)
+        assert closed.value.rcvd is not None
+        assert closed.value.rcvd.code == 1001
+    with open_ws(server.ws_url) as again:  # the slot was freed
+        assert ask(again, RESET)["type"] == "observation"
 
 
 def test_delay_step_delays_only_its_session(start: Start) -> None:
