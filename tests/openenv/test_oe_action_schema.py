@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kiln_verify.errors import ActionInvalid, ActionSchemaInvalid
-from kiln_verify.limits import MAX_ACTION_ISSUES, MAX_POINTER_BYTES
-from kiln_verify.openenv.action_schema import ActionSchema, render_pointer
+from kiln_verify.limits import MAX_ACTION_ISSUES, MAX_COMPILED_ACTION_SCHEMAS, MAX_POINTER_BYTES
+from kiln_verify.openenv.action_schema import ActionSchema, compile_action_schema, render_pointer
 
 SECRET = "hunter2-do-not-print"
 SCHEMA: dict[str, Any] = {
@@ -89,3 +89,34 @@ def test_embedded_id_reference_is_local() -> None:
     compiled.validate({"a": 1})
     with pytest.raises(ActionInvalid):
         compiled.validate({"a": "no"})
+
+
+def test_equal_schemas_share_one_compiled_validator() -> None:
+    """Re-inspecting an unchanged environment must not compile its schema again; key order
+    does not make a schema different (canonical JSON), a changed keyword does."""
+    first = compile_action_schema(SCHEMA)
+    reordered = dict(reversed(list(SCHEMA.items())))
+    assert compile_action_schema(reordered) is first
+    changed = {**SCHEMA, "required": ["amount", "note"]}
+    assert compile_action_schema(changed) is not first
+    with pytest.raises(ActionInvalid):
+        compile_action_schema(changed).validate({"amount": 1})
+
+
+def test_a_schema_that_fails_to_compile_fails_every_time() -> None:
+    broken = {"type": "object", "properties": {"amount": {"type": 7}}}
+    for _ in range(2):
+        with pytest.raises(ActionSchemaInvalid):
+            compile_action_schema(broken)
+
+
+def test_the_compiled_schemas_kept_are_bounded() -> None:
+    schemas = [
+        {"type": "object", "properties": {f"p{i}": {"type": "integer"}}}
+        for i in range(MAX_COMPILED_ACTION_SCHEMAS + 1)
+    ]
+    first = compile_action_schema(schemas[0])
+    for schema in schemas[1:]:
+        compile_action_schema(schema)
+    assert compile_action_schema(schemas[0]) is not first  # the oldest was dropped
+    assert compile_action_schema(schemas[-1]) is compile_action_schema(schemas[-1])
