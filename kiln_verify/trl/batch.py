@@ -10,6 +10,7 @@ collector corpus with TRL's trained rewards (rollout path).
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import math
@@ -23,7 +24,13 @@ from kiln_verify.errors import (
     TrlRewardNotFinite,
 )
 from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
-from kiln_verify.limits import MAX_ACTION_TOKENS, MAX_CONCURRENCY, MAX_GRPO_ROW_BYTES
+from kiln_verify.limits import (
+    MAX_ACTION_TOKENS,
+    MAX_CONCURRENCY,
+    MAX_GRPO_ROW_BYTES,
+    TRL_EPISODE_TIMEOUT_S,
+)
+from kiln_verify.openenv.client import Inspection
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.engine import CollectedGroup, Collection, same_start
 from kiln_verify.openenv.collect.plan import ResetPlan
@@ -31,6 +38,7 @@ from kiln_verify.openenv.identity import compare_identities
 from kiln_verify.records import BehaviorPolicyIdentity
 from kiln_verify.trl.corpus import TrlCompletion, grpo_rows
 from kiln_verify.trl.identity import AdapterSnapshot
+from kiln_verify.trl.logprobs import ROW_KEY
 
 __all__ = ["CapturedBatch", "bundle_files", "generation_parameters", "sampling_record"]
 
@@ -83,7 +91,9 @@ class CapturedBatch:
         self.tool_mask: list[list[int]] = []
         self.turns: list[list[dict[str, Any]]] = []
         self.rewards: list[float] = []
-        self.logprobs: list[list[float]] = []
+        self.logprobs: list[list[float] | None] = []
+        self.inspection: concurrent.futures.Future[Inspection] | None = None
+        self.files: dict[str, bytes] | None = None
 
     def generated(self, prompts: list[Any], output: tuple[Any, ...]) -> None:
         prompt_ids, completion_ids, tool_mask, completions = output[:4]
@@ -110,29 +120,47 @@ class CapturedBatch:
             values.append(float(value))
         self.rewards = values
 
-    def scored(self, trainer: Any, output: dict[str, Any]) -> None:
-        """The behaviour log-probabilities (see the recorder); TRL's ``old_per_token_logps``
-        is set to them when TRL left it empty."""
+    def scored(self, output: dict[str, Any]) -> None:
+        """The behaviour log-probabilities (:mod:`.logprobs`): the sampler's, else a row
+        index in TRL's batch so its training forward hands them to :meth:`trained`."""
         import torch
 
-        logps = output.get("sampling_per_token_logps")
-        if logps is None:
-            ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-            mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-            with torch.no_grad():
-                logps, _, _ = trainer._get_per_token_logps_and_entropies(
-                    trainer.model,
-                    ids,
-                    mask,
-                    output["completion_ids"].size(1),
-                    batch_size=trainer.args.per_device_train_batch_size,
-                )
+        ids = output["completion_ids"]
+        if ids.size(0) != len(self.completion_ids):
+            raise TrlRecordingFailed(
+                f"TRL scored {ids.size(0)} completions of the {len(self.completion_ids)} generated"
+            )
+        self.logprobs = [None] * len(self.completion_ids)
+        sampled = output.get("sampling_per_token_logps")
+        if sampled is None:
+            output[ROW_KEY] = torch.arange(ids.size(0), device=ids.device)
+            return
         if output.get("old_per_token_logps") is None:
-            output["old_per_token_logps"] = logps.detach()
-        rows = logps.detach().float().cpu().tolist()
-        self.logprobs = [
-            row[: len(ids)] for row, ids in zip(rows, self.completion_ids, strict=True)
-        ]
+            output["old_per_token_logps"] = sampled.detach()
+        self.trained(list(range(ids.size(0))), sampled)
+
+    def trained(self, rows: list[int], logps: Any) -> None:
+        """Rows ``rows`` of the batch scored ``logps`` (one row of values each)."""
+        values = logps.detach().float().cpu().tolist()
+        for row, scored in zip(rows, values, strict=True):
+            if not 0 <= row < len(self.logprobs) or self.logprobs[row] is not None:
+                raise TrlRecordingFailed(f"TRL's loss scored row {row} of the batch twice")
+            self.logprobs[row] = scored[: len(self.completion_ids[row])]
+
+    @property
+    def complete(self) -> bool:
+        """Whether every row has its behaviour log-probabilities."""
+        return bool(self.logprobs) and all(row is not None for row in self.logprobs)
+
+    def behaviour_logprobs(self) -> list[list[float]]:
+        """Every row's log-probabilities, once TRL's loss scored the whole batch."""
+        missing = sum(1 for row in self.logprobs if row is None)
+        if missing or not self.logprobs:
+            raise TrlRecordingFailed(
+                f"TRL's loss scored {len(self.logprobs) - missing} of the batch's "
+                f"{len(self.logprobs)} rows before the optimizer step"
+            )
+        return [row for row in self.logprobs if row is not None]
 
 
 def _controls(run: Any, groups: int, args: Any, template: dict[str, Any]) -> CollectionControls:
@@ -151,8 +179,13 @@ def _controls(run: Any, groups: int, args: Any, template: dict[str, Any]) -> Col
     )
 
 
-def _revalidate(run: Any) -> None:
-    again = run.loop.run(run.client.inspect())
+def _revalidate(run: Any, inspection: concurrent.futures.Future[Inspection] | None) -> None:
+    """The environment as re-inspected once the batch's episodes ended (started then by the
+    recorder, so it overlaps TRL's training forward), required unchanged."""
+    if inspection is None:
+        again = run.loop.run(run.client.inspect())
+    else:
+        again = inspection.result(TRL_EPISODE_TIMEOUT_S)
     changed = compare_identities(
         run.inspection.identity,
         again.identity,
@@ -166,7 +199,13 @@ def _revalidate(run: Any) -> None:
         )
 
 
-def _collection(batch_episodes: list[Any], run: Any, args: Any, behavior: Any) -> Collection:
+def _collection(
+    batch_episodes: list[Any],
+    run: Any,
+    args: Any,
+    behavior: Any,
+    inspection: concurrent.futures.Future[Inspection] | None,
+) -> Collection:
     size = run.group_size
     if not batch_episodes or len(batch_episodes) % size:
         raise TrlBatchAmbiguous(f"{len(batch_episodes)} rollouts are not whole groups of {size}")
@@ -186,7 +225,7 @@ def _collection(batch_episodes: list[Any], run: Any, args: Any, behavior: Any) -
         plan = members[0].slot.plan
         groups.append(CollectedGroup(plan, head.messages, head.reset_observation, results))
     controls = _controls(run, len(groups), args, batch_episodes[0].slot.template)
-    _revalidate(run)
+    _revalidate(run, inspection)
     return Collection(
         controls,
         ResetPlan.from_templates(controls.reset_templates),
@@ -221,12 +260,13 @@ def bundle_files(
     args = trainer.args
     behavior: BehaviorPolicyIdentity = base.behavior(batch.adapter, generation_parameters(args))
     count = len(batch.completion_ids)
-    if not count or len(batch.rewards) != count or len(batch.logprobs) != count:
+    logprobs = batch.behaviour_logprobs()
+    if not count or len(batch.rewards) != count or len(logprobs) != count:
         raise TrlRecordingFailed("the batch was not fully captured (generation, rewards, logps)")
     if recorder.factory is not None:
         factory = recorder.factory
         run = factory.run
-        collection = _collection(factory.batch, run, args, behavior)
+        collection = _collection(factory.batch, run, args, behavior, batch.inspection)
         invocation: dict[str, Any] = {"tools": [factory.tool_schema()]}
         if args.chat_template_kwargs:
             invocation["template_kwargs"] = dict(args.chat_template_kwargs)
@@ -237,7 +277,7 @@ def bundle_files(
                 prompt_ids=batch.prompt_ids[i],
                 completion_ids=batch.completion_ids[i],
                 tool_mask=batch.tool_mask[i],
-                logprobs=batch.logprobs[i],
+                logprobs=logprobs[i],
                 turns=batch.turns[i],
                 reward=batch.rewards[i],
                 seed=factory.batch[i].slot.plan.seed,

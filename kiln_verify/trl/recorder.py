@@ -4,21 +4,27 @@
 ``recorder.attach(trainer)`` before ``trainer.train()``. Attaching checks the trainer's
 configuration against the batch mapping (docs/trl.md: one generation batch per optimizer
 step, ``num_generations`` = the factory's ``group_size``, whole groups per process, a PEFT
-adapter, the model directory's own chat template) and refuses anything ambiguous with
-``trl_batch_ambiguous``. It then wraps three methods of that trainer instance:
+adapter, the model directory's own chat template, no dropout where TRL samples) and
+refuses anything ambiguous with ``trl_batch_ambiguous``. It then wraps these methods of
+that trainer instance:
 
 * ``_generate_and_score_completions``: before the batch is generated, the PEFT adapter is
-  saved (the behaviour weights: :mod:`.identity`); after, the behaviour log-probabilities
-  are taken (the sampler's own with vLLM or a ``rollout_func``, else one no-grad forward
-  of the generating weights at TRL's temperature, handed to TRL as its
-  ``old_per_token_logps`` so the update's PPO ratio uses exactly the recorded values);
+  saved (the behaviour weights: :mod:`.identity`); after, the batch's episodes are
+  finished, the environment's re-inspection is started on the background loop (it runs
+  while TRL trains; the bundle requires it unchanged), and the behaviour log-probabilities
+  are arranged (:mod:`.logprobs`: the sampler's own, or TRL's training forward's);
 * ``_generate``: the prompts as rendered (reset text appended), TRL's prompt and completion
   ids, ``tool_mask`` and the conversation turns;
 * ``_calculate_rewards``: this process's rows of the reward matrix, combined with TRL's
-  reward weights: the reward TRL trained with.
+  reward weights: the reward TRL trained with;
+* ``_compute_loss`` and ``_get_per_token_logps_and_entropies``: the training forward's
+  per-token log-probabilities of each recorded row (:class:`.logprobs.TrainingForward`).
 
-When the optimizer step that consumed the batch ends (``on_step_end``), the bundle is built
-and published as one directory, ``OUTPUT/rank-RRRRR/step-SSSSSS/``, with no-clobber atomic
+As soon as the batch is fully captured (TRL's loss scored its last row, before that
+micro-batch's backward pass and the optimizer step), every file of the bundle is built and
+checked, so a batch that cannot be recorded fails before the weights change. When the
+optimizer step that consumed the batch ends (``on_step_end``), the bundle is published as
+one directory, ``OUTPUT/rank-RRRRR/step-SSSSSS/``, with no-clobber atomic
 publication (:func:`~kiln_verify.core.publish.publish_directory`): a step that fails, or a
 process killed before that, leaves no bundle. The directory holds the three OpenEnv files
 (``openenv.rollouts.jsonl``, ``openenv.replay.json``, ``openenv.rollout-summary.json``,
@@ -34,11 +40,18 @@ from pathlib import Path
 from typing import Any
 
 from kiln_verify.core.digest import canonical_digest
-from kiln_verify.errors import KilnError, TrlBatchAmbiguous, TrlRecordingFailed, UsageError
+from kiln_verify.errors import (
+    KilnError,
+    TargetExists,
+    TrlBatchAmbiguous,
+    TrlRecordingFailed,
+    UsageError,
+)
 from kiln_verify.openenv.collect.bundle import build_bundle
 from kiln_verify.trl.batch import CapturedBatch, bundle_files, generation_parameters
 from kiln_verify.trl.factory import OpenEnvToolFactory
 from kiln_verify.trl.identity import BaseModel, adapter_snapshot
+from kiln_verify.trl.logprobs import TrainingForward, active_dropout
 
 __all__ = ["BatchRecorder", "check_trainer"]
 
@@ -85,6 +98,15 @@ def check_trainer(
     ]
     if factory:
         rules.append((trainer.rollout_func is None, "use either the factory or a rollout_func"))
+        dropout = None if args.use_vllm else active_dropout(trainer.model)
+        rules.append(
+            (
+                dropout is None,
+                f"dropout is active ({dropout}) and TRL samples in training mode, so no "
+                "forward reproduces the sampling; set disable_dropout=True in the GRPOConfig "
+                "and lora_dropout=0",
+            )
+        )
     else:
         rules.append((trainer.rollout_func is not None, "the trainer has no rollout_func"))
         rules.append(
@@ -175,6 +197,7 @@ class BatchRecorder:
         trainer._generate_and_score_completions = recorded_score
         trainer._generate = recorded_generate
         trainer._calculate_rewards = recorded_rewards
+        TrainingForward(trainer, self._trained)
 
         class _StepEnd(TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -189,16 +212,54 @@ class BatchRecorder:
             self._batch = None
             return score(inputs)
         snapshot = adapter_snapshot(trainer.model)
-        self._batch = CapturedBatch(step, snapshot)
+        batch = self._batch = CapturedBatch(step, snapshot)
         if self.rollout is not None:
             self.rollout.snapshot = snapshot
         try:
             output = score(inputs)
-            self._batch.scored(trainer, output)
+            if self.factory is not None:
+                run = self.factory.run
+                for episode in self.factory.batch:
+                    episode.finish()  # cached: TRL's get_reward finished them already
+                batch.inspection = run.loop.submit(run.client.inspect())
+            batch.scored(output)
+            if batch.complete:  # the sampler's log-probabilities: nothing left to capture
+                self._build(batch)
         except BaseException:
             self._batch = None
             raise
         return output
+
+    def _trained(self, rows: list[int], logps: Any) -> None:
+        batch = self._batch
+        if batch is None:
+            return
+        batch.trained(rows, logps)
+        if batch.complete:  # TRL's loss scored the batch's last row
+            self._build(batch)
+
+    def _target(self, step: int) -> Path:
+        return self.output_dir / f"rank-{self.rank:05d}" / f"step-{step:06d}"
+
+    def _build(self, batch: CapturedBatch) -> None:
+        """Build and check every file of the step's bundle as soon as the batch is fully
+        captured: inside the loss of its last micro-batch (or right after scoring), before
+        any backward pass of that micro-batch and before the optimizer step. A batch that
+        cannot be recorded (environment identity changed, a reset that was not
+        deterministic, a row the corpus rules or the token replay refuse, a taken target)
+        therefore fails the step before TRL updates the weights; only the publication
+        itself waits for the step's end."""
+        try:
+            if self._target(batch.step).exists():
+                raise TargetExists(
+                    "the step's bundle directory already exists and is never replaced",
+                    path=str(self._target(batch.step)),
+                )
+            batch.files = bundle_files(batch, self, build_bundle)
+        except KilnError:
+            raise
+        except (ValueError, TypeError, KeyError) as exc:
+            raise TrlRecordingFailed(f"step {batch.step}: {str(exc)[:300]}") from None
 
     def _step_end(self, step: int) -> None:
         batch, self._batch = self._batch, None
@@ -206,15 +267,14 @@ class BatchRecorder:
             return
         if batch.step != step:
             raise TrlRecordingFailed(f"the batch generated for step {batch.step} ended at {step}")
-        target = self.output_dir / f"rank-{self.rank:05d}" / f"step-{step:06d}"
-        try:
-            files = bundle_files(batch, self, build_bundle)
-        except KilnError:
-            raise
-        except (ValueError, TypeError, KeyError) as exc:
-            raise TrlRecordingFailed(f"step {step}: {str(exc)[:300]}") from None
+        if batch.files is None:
+            raise TrlRecordingFailed(
+                f"step {step}: TRL's loss did not score every row of the batch before the "
+                "optimizer step, so its behaviour log-probabilities are incomplete"
+            )
         from kiln_verify.core.publish import publish_directory
 
+        target = self._target(step)
         target.parent.mkdir(parents=True, exist_ok=True)
-        publish_directory(target, files, dir_mode=0o755)
+        publish_directory(target, batch.files, dir_mode=0o755)
         self.published.append(target)

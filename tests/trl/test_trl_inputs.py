@@ -166,6 +166,18 @@ def test_a_batch_beyond_the_session_capacity_is_refused(start: OracleFactory) ->
         factory.close()
 
 
+def _model(dropout: float = 0.0, attention_dropout: float = 0.0) -> Any:
+    """A PEFT-shaped module: a dropout layer, and a config with a nested text config."""
+    import torch
+
+    model: Any = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(dropout))
+    text = SimpleNamespace(attention_dropout=attention_dropout, text_config=None)
+    vars(model).update(
+        peft_config={}, config=SimpleNamespace(attention_dropout=0.0, text_config=text)
+    )
+    return model
+
+
 def _trainer(change: dict[str, Any], rollout_func: Any = None) -> Any:
     """The trainer attributes check_trainer reads: a recordable configuration, changed."""
     args: dict[str, Any] = {
@@ -179,7 +191,7 @@ def _trainer(change: dict[str, Any], rollout_func: Any = None) -> Any:
         **change,
     }
     return SimpleNamespace(
-        model=args.pop("model", SimpleNamespace(peft_config={})),
+        model=args.pop("model", None) or _model(),
         args=SimpleNamespace(**args),
         chat_template=None,
         processing_class=SimpleNamespace(chat_template="T"),
@@ -200,6 +212,8 @@ BASE: Any = SimpleNamespace(chat_template="T")
         ({"mask_truncated_completions": True}, "mask_truncated_completions"),
         ({"generation_kwargs": {"stopping": object()}}, "generation_kwargs must be JSON"),
         ({"model": object()}, "no PEFT adapter"),
+        ({"model": _model(dropout=0.1)}, r"dropout is active \(module 1 \(p=0\.1\)\)"),
+        ({"model": _model(attention_dropout=0.2)}, r"\(config attention_dropout=0\.2\)"),
     ],
 )
 def test_ambiguous_trainer_configurations_are_refused(change: dict[str, Any], rule: str) -> None:
@@ -208,6 +222,16 @@ def test_ambiguous_trainer_configurations_are_refused(change: dict[str, Any], ru
     check_trainer(_trainer({}), 2, BASE, factory=True)
     with pytest.raises(TrlBatchAmbiguous, match=rule):
         check_trainer(_trainer(change), 2, BASE, factory=True)
+
+
+def test_dropout_is_refused_only_where_the_trainer_samples() -> None:
+    """vLLM and a rollout_func sample without TRL's training-mode dropout and report their
+    own log-probabilities."""
+    from kiln_verify.trl.recorder import check_trainer
+
+    check_trainer(_trainer({"model": _model(0.1), "use_vllm": True}), 2, BASE, factory=True)
+    trainer = _trainer({"model": _model(0.1, 0.1)}, rollout_func=object())
+    check_trainer(trainer, 2, BASE, factory=False, rollout_temperature=1.0)
 
 
 def test_a_rollout_func_sampling_at_another_temperature_is_refused() -> None:
