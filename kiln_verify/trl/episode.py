@@ -1,37 +1,43 @@
 """One TRL rollout as one collector episode: the episode machine driven by tool calls.
 
 The collector's :class:`~kiln_verify.openenv.collect.machine.EpisodeMachine` decides every
-row of the contract's outcome table; here TRL plays the policy. ``start`` opens one
-capacity-aware session with the group's exact reset payload (the client's acquisition,
-keep-alive, poisoning, bearer and reflection checks, unchanged) and feeds the reset
-observation. Each tool call is one policy answer: its arguments, written as canonical JSON,
-are judged by the collector's own rule (``judge_model_reply``: the action schema decides),
-then sent as one ``step``; the tool returns exactly the trajectory segment the collector
-records for the answer (the observation text, the protocol error, or the harness error of
-an action the schema refuses). ``finish`` ends the episode: a rollout whose model stopped
-calling the tool while the episode was still open is a reply without an action
-(``MODEL_ACTION_NO_OUTPUT``, the contract's penalty), then the final state is read, the
-session closed, and the three records assembled (:func:`~kiln_verify.openenv.collect.
-assemble.episode_result`), so a rollout's records are the collector's, byte for byte.
+row of the contract's outcome table; here TRL plays the policy. ``start`` resets the
+environment with the group's exact reset payload on the session the instance kept from its
+previous episode (a reset starts a new episode on a session, as OpenEnv's own clients use
+it; :meth:`Session.ready` first reads whatever arrived while it was idle, and a session
+the server closed meanwhile is replaced), or on one new capacity-aware session (the
+client's acquisition, keep-alive, poisoning, bearer and reflection checks, unchanged; no
+``/health`` per session: the run inspected the server and re-inspects it after every
+recorded batch). Each tool call is one policy answer: its arguments, written as canonical
+JSON, are judged by the collector's own rule (``judge_model_reply``: the action schema
+decides), then sent as one ``step``; the tool returns exactly the trajectory segment the
+collector records for the answer (the observation text, the protocol error, or the harness
+error of an action the schema refuses). ``finish`` ends the episode: a rollout whose model
+stopped calling the tool while the episode was still open is a reply without an action
+(``MODEL_ACTION_NO_OUTPUT``, the contract's penalty), then the final state is read and the
+three records assembled (:func:`~kiln_verify.openenv.collect.assemble.episode_result`), so
+a rollout's records are the collector's, byte for byte. The session then waits for the
+instance's next episode (:meth:`Episode.release`).
 
-Any client failure (transport, timeout, poisoned session, reflection) ends the session and
-is remembered by the run: TRL turns a tool's exception into text for the model, so the
-failure is raised again when TRL asks for the reward, and the step fails with nothing
-published.
+Any client failure (transport, timeout, poisoned session, reflection) closes the session
+(on the loop, without waiting: :meth:`OpenEnvRun.close_later`) and is remembered by the
+run: TRL turns a tool's exception into text for the model, so the failure is raised again
+when TRL asks for the reward, and the step fails with nothing published.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from kiln_verify.core.jsonenc import dumps_canonical
 from kiln_verify.errors import (
     CapacityExhausted,
+    EnvironmentTransport,
     KilnError,
     ProtocolViolation,
     RecoverableProtocolError,
+    SessionClosed,
     TerminalProtocolError,
     TrlBatchOverCapacity,
     TrlEpisodeFailed,
@@ -49,6 +55,7 @@ from kiln_verify.openenv.collect.machine import (
 from kiln_verify.openenv.collect.plan import RetainedBudget
 from kiln_verify.openenv.policy.base import PolicyResponse
 from kiln_verify.openenv.session import Session
+from kiln_verify.openenv.wire import Observation
 from kiln_verify.records import BehaviorPolicyIdentity
 from kiln_verify.trl.run import OpenEnvRun, Slot
 
@@ -98,17 +105,39 @@ class Episode:
     def _close(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            with contextlib.suppress(Exception):  # a failed close leaves nothing to undo
-                self._run.loop.run(session.close(), timeout=30)
+            self._run.close_later(session)
 
-    def start(self) -> str:
-        """Open the session with the group's reset payload; the user content to show."""
-        options = self._run.options
+    def start(self, kept: Session | None = None) -> str:
+        """Reset on ``kept`` (the instance's session from its previous episode) or on a new
+        capacity-aware session; the user content to show."""
         plan = self.slot.plan
+        observation = None
+        if kept is not None:
+            self._session = kept
+            if self._call(kept.ready):
+                observation = self._call(lambda: kept.reset(plan.reset_payload))
+            elif isinstance(kept.ended, SessionClosed | EnvironmentTransport):
+                self._close()  # the server closed it, or the connection dropped, while idle
+            else:
+                cause = kept.ended
+                assert cause is not None
+                self._fail(cause)  # it sent something unsolicited while idle
+                raise cause
+        if observation is None:
+            observation = self._acquire(plan.reset_payload)
+        try:
+            self._machine.reset(observation)
+        except KilnError as exc:
+            self._fail(exc)
+            raise
+        return self._machine.messages[-1].content
+
+    def _acquire(self, payload: Mapping[str, Any]) -> Observation:
+        options = self._run.options
         try:
             acquired: CapacityAcquisition = self._call(
                 lambda: self._run.client.open_session_with_capacity(
-                    options.capacity_wait_seconds, reset_data=plan.reset_payload
+                    options.capacity_wait_seconds, reset_data=payload, health=False
                 )
             )
         except CapacityExhausted as exc:
@@ -118,12 +147,7 @@ class Episode:
             ) from None
         self._session, self._retries = acquired.session, acquired.retries
         assert acquired.observation is not None
-        try:
-            self._machine.reset(acquired.observation)
-        except KilnError as exc:
-            self._fail(exc)
-            raise
-        return self._machine.messages[-1].content
+        return acquired.observation
 
     @property
     def open(self) -> bool:
@@ -149,8 +173,6 @@ class Episode:
         while True:
             command = machine.next_command()
             if type(command) is AskPolicy or command is FINISHED:
-                if command is FINISHED:
-                    self._close()
                 return
             session = self._session
             assert session is not None
@@ -202,6 +224,15 @@ class Episode:
             capacity_retries=self._retries,
         )
 
+    def release(self) -> Session | None:
+        """The session, for the instance's next episode, once this one finished cleanly;
+        otherwise it is closed and ``None`` returned."""
+        if self.outcome is None or self.failure is not None:
+            self._close()
+            return None
+        session, self._session = self._session, None
+        return session
+
     def abandon(self) -> None:
-        """Close the session of an episode TRL never finished (a failed step)."""
+        """Close the session (an episode TRL never finished, or the factory closing)."""
         self._close()

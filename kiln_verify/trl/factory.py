@@ -9,9 +9,10 @@ because TRL turns every public method into a tool:
 
 * ``reset(**row) -> str``: the next rollout of the batch (:meth:`OpenEnvRun.next_slot`:
   group and candidate from TRL's reset order, the seed rule, the row's ``reset`` object as
-  the reset template, reserved fields refused), one capacity-aware session opened with the
-  effective reset payload; returns the contract's reset-observation text, which TRL appends
-  to the row's last user message;
+  the reset template, reserved fields refused), sent as the effective reset payload on the
+  instance's one session (opened capacity-aware at its first reset, kept across its
+  episodes, replaced when it failed or the server closed it); returns the contract's
+  reset-observation text, which TRL appends to the row's last user message;
 * the action tool (default name ``step``): one environment step per call
   (:class:`~kiln_verify.trl.episode.Episode`);
 * ``get_reward() -> float``: the episode return under the contract's rules (tagged rewards
@@ -28,6 +29,7 @@ factory before TRL did (an instance TRL never resets takes no part).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -57,13 +59,15 @@ class OpenEnvEnvironment:
     def reset(self, **row: Any) -> str:
         """Start this instance's next episode; the reset observation's text."""
         factory = self._factory
-        if self._episode is not None and any(e is self._episode for e in factory.batch):
+        previous = self._episode
+        if previous is not None and any(e is previous for e in factory.batch):
             factory._begin_batch()  # this instance already played in this batch: a new one
+        kept = previous.release() if previous is not None else None
         run = factory.run
         episode = Episode(run, run.next_slot(row))
         factory.batch.append(episode)
         self._episode = episode
-        return episode.start()
+        return episode.start(kept)
 
     def _act(self, arguments: dict[str, Any]) -> str:
         if self._episode is None:
@@ -131,6 +135,7 @@ class OpenEnvToolFactory:
         )
         self.instances: list[OpenEnvEnvironment] = []
         self.batch: list[Episode] = []
+        self._tool_schema: dict[str, Any] | None = None
 
     def __call__(self) -> OpenEnvEnvironment:
         instance = self.environment_class(self)
@@ -138,12 +143,13 @@ class OpenEnvToolFactory:
         return instance
 
     def tool_schema(self) -> dict[str, Any]:
-        """The tool's JSON schema exactly as TRL hands it to the chat template."""
-        from transformers.utils.chat_template_utils import get_json_schema
+        """The tool's JSON schema exactly as TRL hands it to the chat template (a copy)."""
+        if self._tool_schema is None:
+            from transformers.utils.chat_template_utils import get_json_schema
 
-        probe = self.environment_class(self)  # bound like TRL binds it; never reset
-        schema: dict[str, Any] = get_json_schema(getattr(probe, self.tool_name))
-        return schema
+            probe = self.environment_class(self)  # bound like TRL binds it; never reset
+            self._tool_schema = get_json_schema(getattr(probe, self.tool_name))
+        return copy.deepcopy(self._tool_schema)
 
     def _begin_batch(self) -> None:
         for episode in self.batch:
@@ -153,7 +159,10 @@ class OpenEnvToolFactory:
         self.run.begin_batch()
 
     def close(self) -> None:
-        """Close every open session and stop the background loop."""
+        """Close every instance's session and stop the background loop."""
+        for instance in self.instances:
+            if instance._episode is not None:
+                instance._episode.abandon()
         for episode in self.batch:
             episode.abandon()
         self.run.close()

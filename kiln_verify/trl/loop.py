@@ -12,6 +12,7 @@ serves every candidate.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -38,12 +39,16 @@ class BackgroundLoop:
         self._loop.call_soon(self._ready.set)
         self._loop.run_forever()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = TRL_EPISODE_TIMEOUT_S) -> T:
-        """Run ``coro`` on the loop and return its result (its exception propagates)."""
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop without waiting for it."""
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("BackgroundLoop.run called from its own thread")
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            raise RuntimeError("BackgroundLoop called from its own thread")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = TRL_EPISODE_TIMEOUT_S) -> T:
+        """Run ``coro`` on the loop and return its result (its exception propagates)."""
+        future = self.submit(coro)
         try:
             return future.result(timeout)
         except BaseException:

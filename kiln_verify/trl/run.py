@@ -17,6 +17,7 @@ environment identically.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from kiln_verify.openenv.collect.engine import inspection_record
 from kiln_verify.openenv.collect.environment import EnvironmentContext
 from kiln_verify.openenv.collect.plan import GroupPlan
 from kiln_verify.openenv.records.serialize import effective_reset_payload, seed_free_template
+from kiln_verify.openenv.session import Session
 from kiln_verify.records import I64_MAX
 from kiln_verify.trl.loop import BackgroundLoop
 
@@ -117,13 +119,27 @@ class OpenEnvRun:
         self.batch: list[Slot] = []
         self.batch_seed_start = self.seed_base
         self.failure: KilnError | None = None
+        self._closing: list[concurrent.futures.Future[None]] = []
 
     @property
     def group_size(self) -> int:
         return self.options.group_size
 
+    def close_later(self, session: Session) -> None:
+        """Close a finished episode's session on the loop without waiting: its close
+        handshake overlaps the rest of the batch instead of holding up TRL's tool loop."""
+        self._closing.append(self.loop.submit(session.close()))
+
+    def settle(self) -> None:
+        """Wait for the sessions being closed (a new batch needs their server slots back)."""
+        closing, self._closing = self._closing, []
+        for future in closing:
+            with contextlib.suppress(Exception):  # a failed close leaves nothing to undo
+                future.result(30)
+
     def begin_batch(self) -> None:
         """A new batch starts: its groups are numbered from 0 again, its seeds continue."""
+        self.settle()
         self.batch = []
         self.batch_seed_start = self.seed_base + self.groups_started
         self.failure = None
@@ -168,6 +184,7 @@ class OpenEnvRun:
             self.failure = error
 
     def close(self) -> None:
+        self.settle()
         with contextlib.suppress(Exception):  # best effort: the loop stops below anyway
             self.loop.run(self.client.aclose(), timeout=30)
         self.loop.close()

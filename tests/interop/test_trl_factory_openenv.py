@@ -1,7 +1,8 @@
 """The TRL environment factory against openenv 0.10.0's own server (written by others),
 differentially: the same tool calls against the openenv peer and against our oracle serving
 the same counter give the same tool, the same texts the model would read and the same
-episode returns, including an invalid action (a recoverable protocol error)."""
+episode returns, including an invalid action (a recoverable protocol error), and a second
+batch reset on the sessions the instances kept."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from kiln_verify.openenv.collect.controls import CollectionOptions
 from kiln_verify.trl.factory import OpenEnvToolFactory
 
 ROW: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}]}
+
+
+def _session(instance: Any) -> Any:
+    return instance._episode._session
 
 
 def _play(url: str) -> tuple[list[str], list[str], list[float]]:
@@ -25,6 +30,11 @@ def _play(url: str) -> tuple[list[str], list[str], list[float]]:
         step_b: Any = second.step  # type: ignore[attr-defined]
         texts += [step_a(amount=2), step_a(amount=2), step_b(amount="two"), step_b(amount=1)]
         returns = [first.get_reward(), second.get_reward()]
+        held = [_session(first), _session(second)]
+        # the next batch: each instance resets on the session it kept
+        texts += [first.reset(**ROW), second.reset(**ROW), step_a(amount=3), step_b(amount=4)]
+        returns += [first.get_reward(), second.get_reward()]
+        assert [_session(first), _session(second)] == held
         return names, texts, returns
     finally:
         factory.close()
