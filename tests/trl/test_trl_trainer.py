@@ -48,8 +48,11 @@ def _trainer(model_dir: Path, out: Path, **kwargs: Any) -> Any:
 
 
 class FactoryRun:
-    def __init__(self, bundles: list[Path], url: str, live_step_1: Path, model: Path) -> None:
+    def __init__(
+        self, bundles: list[Path], url: str, live_step_1: Path, model: Path, forwards: int
+    ) -> None:
         self.bundles, self.url, self.live_step_1, self.model = bundles, url, live_step_1, model
+        self.forwards = forwards
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +72,15 @@ def factory_run(tool_model: Path, tmp_path_factory: pytest.TempPathFactory) -> A
         trainer = _trainer(tool_model, out, environment_factory=factory)
         recorder = BatchRecorder(out / "bundles", model_dir=tool_model, factory=factory)
         recorder.attach(trainer)
+        forwards = 0
+        scoring = trainer._get_per_token_logps_and_entropies
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal forwards
+            forwards += 1
+            return scoring(*args, **kwargs)
+
+        trainer._get_per_token_logps_and_entropies = counted
         live = out / "live-step-1"
 
         class SaveStepOne(TrainerCallback):
@@ -78,7 +90,7 @@ def factory_run(tool_model: Path, tmp_path_factory: pytest.TempPathFactory) -> A
 
         trainer.add_callback(SaveStepOne())
         trainer.train()
-        yield FactoryRun(recorder.published, server.base_url, live, tool_model)
+        yield FactoryRun(recorder.published, server.base_url, live, tool_model, forwards)
     finally:
         factory.close()
         server.stop()
@@ -204,6 +216,43 @@ def test_train_py_reproduces_the_update_of_step_one(
     assert all(torch.isfinite(t).all() for t in replayed.values())
 
 
+def test_the_recorder_leaves_trl_s_update_unchanged(
+    factory_run: FactoryRun, tmp_path: Path
+) -> None:
+    """The behaviour log-probabilities are read from TRL's own training forward
+    (kiln_verify.trl.logprobs): the recorder adds no forward (one per optimizer step, TRL's
+    loss on its one micro-batch), and step 1 without a recorder, same seed and environment,
+    gives the same adapter bit for bit."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import TrainerCallback
+
+    from kiln_verify.trl import OpenEnvToolFactory
+
+    assert factory_run.forwards == len(factory_run.bundles) == 2
+    factory = OpenEnvToolFactory(
+        factory_run.url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
+    )
+    try:
+        trainer = _trainer(factory_run.model, tmp_path, environment_factory=factory)
+        plain = tmp_path / "plain-step-1"
+
+        class SaveStepOne(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                if state.global_step == 1:
+                    trainer.model.save_pretrained(plain)
+                    control.should_training_stop = True
+
+        trainer.add_callback(SaveStepOne())
+        trainer.train()
+    finally:
+        factory.close()
+    unrecorded = load_file(str(plain / "adapter_model.safetensors"))
+    recorded = load_file(str(factory_run.live_step_1 / "adapter_model.safetensors"))
+    assert sorted(unrecorded) == sorted(recorded)
+    assert all(torch.equal(unrecorded[k], recorded[k]) for k in recorded)
+
+
 def test_an_environment_killed_mid_batch_fails_the_step_and_publishes_nothing(
     tool_model: Path, tmp_path: Path, start: OracleFactory
 ) -> None:
@@ -220,6 +269,39 @@ def test_an_environment_killed_mid_batch_fails_the_step_and_publishes_nothing(
         with pytest.raises(TrlEpisodeFailed) as raised:
             trainer.train()
         assert raised.value.code == "trl_episode_failed"
+    finally:
+        factory.close()
+    assert recorder.published == []
+    assert not (tmp_path / "bundles").exists() or not any((tmp_path / "bundles").rglob("*"))
+
+
+def test_a_batch_that_cannot_be_recorded_fails_before_the_weights_change(
+    tool_model: Path, tmp_path: Path, start: OracleFactory
+) -> None:
+    """The environment changes identity with the batch's first reset: the bundle is
+    built inside the loss of the batch's last micro-batch, so the refusal comes before
+    its backward pass and the optimizer step, and the adapter keeps its initial weights."""
+    import torch
+    from peft import get_peft_model_state_dict
+
+    from kiln_verify.errors import EnvironmentIdentityChanged
+    from kiln_verify.trl import BatchRecorder, OpenEnvToolFactory
+
+    server = start("counter", max_sessions=8, faults=["identity-drift=0"])
+    factory = OpenEnvToolFactory(
+        server.base_url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
+    )
+    try:
+        trainer = _trainer(tool_model, tmp_path, environment_factory=factory)
+        recorder = BatchRecorder(tmp_path / "bundles", model_dir=tool_model, factory=factory)
+        recorder.attach(trainer)
+        before = {k: v.clone() for k, v in get_peft_model_state_dict(trainer.model).items()}
+        with pytest.raises(EnvironmentIdentityChanged) as raised:
+            trainer.train()
+        assert raised.value.code == "environment_identity_changed"
+        after = get_peft_model_state_dict(trainer.model)
+        assert trainer.state.global_step == 0
+        assert all(torch.equal(before[k], after[k]) for k in before)
     finally:
         factory.close()
     assert recorder.published == []
