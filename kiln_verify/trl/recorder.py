@@ -23,7 +23,9 @@ that trainer instance:
 As soon as the batch is fully captured (TRL's loss scored its last row, before that
 micro-batch's backward pass and the optimizer step), every file of the bundle is built and
 checked, so a batch that cannot be recorded fails before the weights change. When the
-optimizer step that consumed the batch ends (``on_step_end``), the bundle is published as
+optimizer step that consumed the batch ends (``on_step_end``), the bundle is handed to a
+background thread that publishes it (in step order, so its writes and fsyncs overlap the
+next step; :meth:`BatchRecorder.wait`, also called at ``on_train_end``, waits for them) as
 one directory, ``OUTPUT/rank-RRRRR/step-SSSSSS/``, with no-clobber atomic
 publication (:func:`~kiln_verify.core.publish.publish_directory`): a step that fails, or a
 process killed before that, leaves no bundle. The directory holds the three OpenEnv files
@@ -35,6 +37,7 @@ behaviour adapter ``adapter/``. With ``every=N`` only steps ``N, 2N, ...`` are r
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 from pathlib import Path
 from typing import Any
@@ -149,6 +152,10 @@ class BatchRecorder:
         self.rollout = rollout
         self.every = every
         self.published: list[Path] = []
+        self._publisher = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="kiln-trl-publish"
+        )
+        self._publishing: list[tuple[Path, concurrent.futures.Future[None]]] = []
         self._trainer: Any = None
         self._batch: CapturedBatch | None = None
 
@@ -202,6 +209,9 @@ class BatchRecorder:
         class _StepEnd(TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 recorder._step_end(state.global_step)
+
+            def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                recorder.wait()
 
         trainer.add_callback(_StepEnd())
 
@@ -274,7 +284,25 @@ class BatchRecorder:
             )
         from kiln_verify.core.publish import publish_directory
 
+        self._collect(block=False)
         target = self._target(step)
         target.parent.mkdir(parents=True, exist_ok=True)
-        publish_directory(target, batch.files, dir_mode=0o755)
-        self.published.append(target)
+        future = self._publisher.submit(publish_directory, target, batch.files, dir_mode=0o755)
+        self._publishing.append((target, future))
+
+    def _collect(self, *, block: bool) -> None:
+        """Move finished publications to ``published``, in step order; raise the first
+        that failed (its bundle does not exist: publication is atomic)."""
+        while self._publishing and (block or self._publishing[0][1].done()):
+            target, future = self._publishing.pop(0)
+            future.result()
+            self.published.append(target)
+
+    def wait(self) -> list[Path]:
+        """Wait for the bundles still being written and return every published one.
+        Publication runs on one background thread, in step order, so a step's writes and
+        fsyncs overlap the next step; a failed publication is raised here, at the next
+        step's end, or at the end of training (``on_train_end`` calls this). After a
+        training run that raised, call it to learn which bundles were published."""
+        self._collect(block=True)
+        return self.published

@@ -4,14 +4,17 @@ error, deterministically), and the trainer configuration every test uses."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kiln_verify.openenv.collect.controls import CollectionOptions
+from kiln_verify.trl.factory import OpenEnvToolFactory
 from oracle.base import ExecutionError, Outcome, ResetRequest
 from oracle.envs.counter import CounterEnvironment
+from pytest_kiln.fixtures import OracleFactory
 
 
 class FlakyCounter(CounterEnvironment):
@@ -110,3 +113,12 @@ def prompts(count: int) -> Any:
     from datasets import Dataset  # type: ignore[import-untyped]
 
     return Dataset.from_list([{"prompt": [{"role": "user", "content": ""}]}] * count)
+
+
+@pytest.fixture
+def counter_factory(start: OracleFactory) -> Iterator[OpenEnvToolFactory]:
+    """A factory (groups of 2, no thinking, 1 s capacity wait) on a fresh counter oracle."""
+    options = CollectionOptions(group_size=2, thinking=False, capacity_wait_seconds=1)
+    factory = OpenEnvToolFactory(start("counter").base_url, options=options)
+    yield factory
+    factory.close()

@@ -5,7 +5,7 @@ whose mapping onto groups would be ambiguous. Real oracle servers over real sock
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -49,13 +49,6 @@ def _factory(url: str, **options: Any) -> OpenEnvToolFactory:
     fields: dict[str, Any] = {"group_size": 2, "thinking": False, "capacity_wait_seconds": 1}
     fields.update(options)
     return OpenEnvToolFactory(url, options=CollectionOptions(**fields))
-
-
-@pytest.fixture
-def counter_factory(start: OracleFactory) -> Iterator[OpenEnvToolFactory]:
-    factory = _factory(start("counter").base_url)
-    yield factory
-    factory.close()
 
 
 def test_the_action_tool_is_derived_from_the_advertised_schema(

@@ -1,0 +1,59 @@
+"""Publication of recorded steps on the recorder's background thread (BatchRecorder.wait).
+
+The bundles are built and checked before the optimizer step; only the atomic, no-clobber
+publication runs in the background, one at a time in step order. A target that appears
+between the build's check and the publication (another writer) is the failure a real run
+can meet; it is raised by ``wait`` (or at the next step's end), and nothing of that
+bundle is written over what appeared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kiln_verify.errors import TargetExists
+from kiln_verify.trl.batch import CapturedBatch
+from kiln_verify.trl.factory import OpenEnvToolFactory
+from kiln_verify.trl.identity import AdapterSnapshot
+from kiln_verify.trl.recorder import BatchRecorder
+
+
+def _end_step(recorder: BatchRecorder, step: int, files: dict[str, bytes]) -> None:
+    batch = CapturedBatch(step, AdapterSnapshot(b"{}", b""))
+    batch.files = files
+    recorder._batch = batch
+    recorder._step_end(step)
+
+
+def test_steps_are_published_in_order_and_wait_returns_them(
+    tool_model: Path, tmp_path: Path, counter_factory: OpenEnvToolFactory
+) -> None:
+    recorder = BatchRecorder(tmp_path / "out", model_dir=tool_model, factory=counter_factory)
+    recorder.rank = 0
+    for step in (1, 2, 3):
+        _end_step(recorder, step, {"a.txt": f"step {step}".encode(), "d/b.bin": b"\x00"})
+    published = recorder.wait()
+    root = tmp_path / "out" / "rank-00000"
+    assert published == [root / f"step-{step:06d}" for step in (1, 2, 3)]
+    assert (root / "step-000002" / "a.txt").read_bytes() == b"step 2"
+    assert (root / "step-000003" / "d" / "b.bin").read_bytes() == b"\x00"
+
+
+def test_a_failed_publication_is_raised_and_leaves_what_appeared(
+    tool_model: Path, tmp_path: Path, counter_factory: OpenEnvToolFactory
+) -> None:
+    recorder = BatchRecorder(tmp_path / "out", model_dir=tool_model, factory=counter_factory)
+    recorder.rank = 0
+    _end_step(recorder, 1, {"a.txt": b"one"})
+    taken = tmp_path / "out" / "rank-00000" / "step-000002"
+    taken.mkdir(parents=True)
+    (taken / "theirs").write_bytes(b"kept")
+    _end_step(recorder, 2, {"a.txt": b"two"})
+    with pytest.raises(TargetExists) as raised:
+        recorder.wait()
+    assert raised.value.code == "target_exists"
+    assert recorder.published == [tmp_path / "out" / "rank-00000" / "step-000001"]
+    assert sorted(p.name for p in taken.iterdir()) == ["theirs"]
+    assert (taken / "theirs").read_bytes() == b"kept"
