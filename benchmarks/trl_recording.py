@@ -13,8 +13,9 @@ seed 7), identical in every arm except for the environment:
   ``get_reward`` returns the summed rewards. Its tool schema is checked equal to the
   factory's (``factory.tool_schema()``) and it answers with the same texts (the collector's
   observation and error texts, the same 4-step horizon and -1 penalties), so with the same
-  seed both arms sample the same sequences until the recorder's update differs in the last
-  bits (its logprobs come from a separate forward pass);
+  seed both arms sample the same sequences and, since the recorder reads the behaviour
+  log-probabilities from TRL's own training forward, train the same adapter bit for bit
+  (both are compared per repeat);
 * ``kiln``: ``OpenEnvToolFactory`` + ``BatchRecorder`` (every step recorded: adapter saved,
   behaviour logprobs, one bundle published per step);
 * ``kiln_everyN`` (``--every N``, 0 to skip): the same with ``BatchRecorder(every=N)``.
@@ -25,9 +26,11 @@ arms run in rotated order (A B C, B C A, ...) for ``--repeats``. Reported per ar
 and process CPU time (the oracle is another process), tokens per step (sampled, i.e.
 ``tool_mask`` 1; completion incl. tool results; prompt), the time spent inside the
 environment methods and, for the kiln arms, inside the recorder's three phases (adapter
-snapshot before generation, with PEFT's model card as a part; the no-grad logprob forward;
-building and publishing the bundle at step end, with the environment's re-inspection, the
-corpus with its token replay and the publication as parts); the median ratios kiln /
+snapshot before generation, with PEFT's model card as a part; the behaviour logprobs, i.e.
+the row index and the copy out of TRL's forward; building and checking the bundle once
+the batch is captured, with the wait for the environment's re-inspection and the corpus
+with its token replay as parts; handing it over at step end; and the publication on the
+recorder's background thread); the median ratios kiln /
 baseline of wall time (paired per repeat; raw, and per sampled token), of CPU time, and the
 bytes each recorded step wrote (OpenEnv files, corpus, adapter). Target: at most 1.1x.
 torch runs on ``--threads`` threads (default 1: on a shared 2-core machine two intra-op
@@ -218,8 +221,11 @@ class HandWrittenFactory:
 @dataclasses.dataclass
 class Phases:
     """Seconds spent in each instrumented phase during one run. ``model_card_s`` is part of
-    ``snapshot_s``; ``revalidate_s``, ``corpus_s`` and ``publish_s`` are parts of
-    ``bundle_s``."""
+    ``snapshot_s``; ``revalidate_s`` (the wait for the re-inspection started after
+    scoring) and ``corpus_s`` are parts of ``bundle_s`` (building and checking every file,
+    inside the loss of the batch's last micro-batch); ``step_end_s`` hands the files to
+    the publisher, and ``publish_s`` is the publication itself, on the recorder's
+    background thread (overlapping the next step, so not on the training thread)."""
 
     environment_s: float = 0.0
     snapshot_s: float = 0.0
@@ -228,6 +234,7 @@ class Phases:
     bundle_s: float = 0.0
     revalidate_s: float = 0.0
     corpus_s: float = 0.0
+    step_end_s: float = 0.0
     publish_s: float = 0.0
 
 
@@ -263,9 +270,11 @@ def _instrumented(phases: Phases) -> Iterator[None]:
         (recorder, "adapter_snapshot", "snapshot_s"),
         (PeftModel, "create_or_update_model_card", "model_card_s"),
         (batch.CapturedBatch, "scored", "logprobs_s"),
-        (recorder.BatchRecorder, "_step_end", "bundle_s"),
+        (batch.CapturedBatch, "trained", "logprobs_s"),
+        (recorder.BatchRecorder, "_build", "bundle_s"),
         (batch, "_revalidate", "revalidate_s"),
         (batch, "grpo_rows", "corpus_s"),
+        (recorder.BatchRecorder, "_step_end", "step_end_s"),
         (publish, "publish_directory", "publish_s"),  # imported by _step_end when called
     ]
     found = [(owner, name, field) for owner, name, field in targets if name in vars(owner)]
@@ -293,6 +302,7 @@ class Run:
     prompt_tokens: int
     tool_calls: int
     sequences_sha256: str
+    adapter_sha256: str
     phases: Phases
     bundles: list[dict[str, int]]
 
@@ -406,6 +416,7 @@ def run_arm(
             cpu_started, started = time.process_time(), time.perf_counter()
             trainer.train()
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        adapter = _adapter_digest(trainer.model)
         if arm == "baseline":
             phases.environment_s = factory.environment_s
         bundles = [_bundle_bytes(path) for path in recorder.published] if recorder else []
@@ -417,8 +428,19 @@ def run_arm(
         raise RuntimeError(f"{arm}: {len(bundles)} bundles published, expected {expected}")
     return Run(
         arm, wall, cpu, steps, counts["sampled"], counts["completion"], counts["prompt"],
-        counts["tool_calls"], digest.hexdigest(), phases, bundles,
+        counts["tool_calls"], digest.hexdigest(), adapter, phases, bundles,
     )  # fmt: skip
+
+
+def _adapter_digest(model: Any) -> str:
+    """The trained LoRA weights' exact bytes: equal in both arms when the recorder left
+    TRL's update unchanged."""
+    from peft import get_peft_model_state_dict
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(get_peft_model_state_dict(model).items()):
+        digest.update(name.encode() + b"\0" + tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 # -- the measurement -----------------------------------------------------------------------
@@ -516,6 +538,9 @@ def _ratios(arm: list[Run], base: list[Run]) -> dict[str, Any]:
         "wall_ratios": [round(v, 3) for v in wall],
         "same_sequences_as_baseline": sum(
             a.sequences_sha256 == b.sequences_sha256 for a, b in zip(arm, base, strict=True)
+        ),
+        "same_trained_adapter_as_baseline": sum(
+            a.adapter_sha256 == b.adapter_sha256 for a, b in zip(arm, base, strict=True)
         ),
         "target_ratio": TARGET_RATIO,
         "met": _median(wall) <= TARGET_RATIO,

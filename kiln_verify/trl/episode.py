@@ -68,6 +68,14 @@ ENDED_TEXT = '{"openenv_episode_over":true,"done":true}'
 record the episode as it ended, the GRPO corpus records the call and this answer)."""
 
 
+async def _reset_if_ready(session: Session, payload: Mapping[str, Any]) -> Observation | None:
+    """Reset on a kept session, unless what arrived while it was idle ended it (``None``):
+    one hop to the loop instead of two."""
+    if not await session.ready():
+        return None
+    return await session.reset(payload)
+
+
 class Episode:
     """One rollout's episode (see the module text); not thread-safe, like TRL's loop."""
 
@@ -114,15 +122,14 @@ class Episode:
         observation = None
         if kept is not None:
             self._session = kept
-            if self._call(kept.ready):
-                observation = self._call(lambda: kept.reset(plan.reset_payload))
-            elif isinstance(kept.ended, SessionClosed | EnvironmentTransport):
-                self._close()  # the server closed it, or the connection dropped, while idle
-            else:
+            observation = self._call(lambda: _reset_if_ready(kept, plan.reset_payload))
+            if observation is None:
                 cause = kept.ended
                 assert cause is not None
-                self._fail(cause)  # it sent something unsolicited while idle
-                raise cause
+                if not isinstance(cause, SessionClosed | EnvironmentTransport):
+                    self._fail(cause)  # it sent something unsolicited while idle
+                    raise cause
+                self._close()  # the server closed it, or the connection dropped, while idle
         if observation is None:
             observation = self._acquire(plan.reset_payload)
         try:
