@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kiln_verify.errors import TrlRecordingFailed
 from kiln_verify.trl.batch import CapturedBatch
 from kiln_verify.trl.identity import AdapterSnapshot
-from kiln_verify.trl.logprobs import ROW_KEY, TrainingForward
+from kiln_verify.trl.logprobs import ROW_KEY, TrainingForward, active_dropout
 
 torch = pytest.importorskip("torch")
 trl_utils = pytest.importorskip("trl.trainer.utils")
@@ -133,3 +133,19 @@ def test_micro_batches_without_the_row_key_are_not_recorded() -> None:
 def test_a_trainer_without_the_hooks_is_refused() -> None:
     with pytest.raises(TrlRecordingFailed, match=r"no GRPOTrainer\._compute_loss"):
         TrainingForward(SimpleNamespace(), lambda rows, logps: None)
+
+
+def test_lora_dropout_is_found_in_a_real_peft_model(tool_model: Any) -> None:
+    """PEFT's LoRA dropout is a dropout module inside each adapted layer; p=0 is none."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    def wrapped(rate: float) -> Any:
+        config = LoraConfig(r=2, target_modules=["q_proj"], lora_dropout=rate)
+        return get_peft_model(AutoModelForCausalLM.from_pretrained(tool_model), config)
+
+    found = active_dropout(wrapped(0.05))
+    assert found is not None
+    assert found.startswith("module base_model.model.model.layers.0.self_attn.q_proj.lora_dropout")
+    assert found.endswith("(p=0.05)")
+    assert active_dropout(wrapped(0.0)) is None
