@@ -4,8 +4,9 @@ The OpenEnv files are the collector's: the batch's episodes become a
 :class:`~kiln_verify.openenv.collect.engine.Collection` (controls with this batch's groups,
 group size and ``seed_start``; the environment re-inspected and required unchanged, as the
 collector revalidates) handed to :func:`~kiln_verify.openenv.collect.bundle.build_bundle`.
-The GRPO corpus comes from :mod:`.corpus` (factory path) or from the ``rollout_func``'s own
-collector corpus with TRL's trained rewards (rollout path).
+The GRPO corpus comes from :mod:`.corpus` (factory path: a :class:`CorpusJob` the recorder
+runs in its corpus worker, :mod:`.worker`) or from the ``rollout_func``'s own collector
+corpus with TRL's trained rewards (rollout path).
 """
 
 from __future__ import annotations
@@ -36,11 +37,18 @@ from kiln_verify.openenv.collect.engine import CollectedGroup, Collection, same_
 from kiln_verify.openenv.collect.plan import ResetPlan
 from kiln_verify.openenv.identity import compare_identities
 from kiln_verify.records import BehaviorPolicyIdentity
-from kiln_verify.trl.corpus import TrlCompletion, grpo_rows
+from kiln_verify.trl.corpus import TrlCompletion
 from kiln_verify.trl.identity import AdapterSnapshot
 from kiln_verify.trl.logprobs import ROW_KEY
 
-__all__ = ["CapturedBatch", "bundle_files", "generation_parameters", "sampling_record"]
+__all__ = [
+    "GRPO",
+    "CapturedBatch",
+    "CorpusJob",
+    "bundle_files",
+    "generation_parameters",
+    "sampling_record",
+]
 
 DATASET, REPLAY, SUMMARY, GRPO = (
     "openenv.rollouts.jsonl",
@@ -94,6 +102,7 @@ class CapturedBatch:
         self.logprobs: list[list[float] | None] = []
         self.inspection: concurrent.futures.Future[Inspection] | None = None
         self.files: dict[str, bytes] | None = None
+        self.corpus: concurrent.futures.Future[bytes] | None = None
 
     def generated(self, prompts: list[Any], output: tuple[Any, ...]) -> None:
         prompt_ids, completion_ids, tool_mask, completions = output[:4]
@@ -252,10 +261,20 @@ def _with_rewards(corpus: bytes, rewards: list[float]) -> bytes:
     return b"".join(rows)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CorpusJob:
+    """What the factory path's corpus is built from: ``grpo_rows(completions, replay=...,
+    **options)``, in the corpus worker or in-process."""
+
+    completions: list[TrlCompletion]
+    options: dict[str, Any]
+
+
 def bundle_files(
     batch: CapturedBatch, recorder: Any, build: Callable[..., Any]
-) -> dict[str, bytes]:
-    """Every file of the step's bundle (see the module text)."""
+) -> tuple[dict[str, bytes], CorpusJob | bytes]:
+    """Every file of the step's bundle but the corpus (see the module text), and the corpus:
+    its bytes (rollout path) or the job that builds them (factory path)."""
     trainer, base = recorder._trainer, recorder.base
     args = trainer.args
     behavior: BehaviorPolicyIdentity = base.behavior(batch.adapter, generation_parameters(args))
@@ -263,6 +282,7 @@ def bundle_files(
     logprobs = batch.behaviour_logprobs()
     if not count or len(batch.rewards) != count or len(logprobs) != count:
         raise TrlRecordingFailed("the batch was not fully captured (generation, rewards, logps)")
+    corpus: CorpusJob | bytes
     if recorder.factory is not None:
         factory = recorder.factory
         run = factory.run
@@ -270,7 +290,6 @@ def bundle_files(
         invocation: dict[str, Any] = {"tools": [factory.tool_schema()]}
         if args.chat_template_kwargs:
             invocation["template_kwargs"] = dict(args.chat_template_kwargs)
-        stops = frozenset(int(i) for i in trainer.eos_token_ids)
         completions = [
             TrlCompletion(
                 messages=batch.prompts[i],
@@ -284,21 +303,19 @@ def bundle_files(
             )
             for i in range(count)
         ]
-        corpus = grpo_rows(
-            completions,
-            group_size=run.group_size,
-            replay=base.replay(),
-            stop_ids=stops,
-            behavior=behavior,
-            tokenizer=base.tokenizer_identity,
-            invocation=invocation,
-            sampling=sampling_record(args),
-        )
+        options = {
+            "group_size": run.group_size,
+            "stop_ids": frozenset(int(i) for i in trainer.eos_token_ids),
+            "behavior": behavior,
+            "tokenizer": dict(base.tokenizer_identity),
+            "invocation": invocation,
+            "sampling": sampling_record(args),
+        }
+        corpus = CorpusJob(completions, options)
     else:
-        rollout = recorder.rollout
-        collection, corpus = rollout.take(behavior)
-        corpus = _with_rewards(corpus, batch.rewards)
+        collection, rows = recorder.rollout.take(behavior)
+        corpus = _with_rewards(rows, batch.rewards)
     bundle = build(collection)
-    files = {DATASET: bundle.dataset, REPLAY: bundle.replay, SUMMARY: bundle.summary, GRPO: corpus}
+    files = {DATASET: bundle.dataset, REPLAY: bundle.replay, SUMMARY: bundle.summary}
     files.update(batch.adapter.files())
-    return files
+    return files, corpus

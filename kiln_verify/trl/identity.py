@@ -126,6 +126,10 @@ class BaseModel:
         self._template = snapshot.chat_template
         self._replay: TokenReplay | None = None
 
+    def replay_sources(self) -> tuple[bytes, bytes]:
+        """The exported ``tokenizer.json`` and chat template bytes the replay reads."""
+        return self._tokenizer, self._template
+
     def replay(self) -> TokenReplay:
         """``hf verify``'s token replay over the exported tokenizer and template (built once:
         it parses ``tokenizer.json``, about 1 ms per recorded step otherwise)."""

@@ -51,10 +51,18 @@ from kiln_verify.errors import (
     UsageError,
 )
 from kiln_verify.openenv.collect.bundle import build_bundle
-from kiln_verify.trl.batch import CapturedBatch, bundle_files, generation_parameters
+from kiln_verify.trl.batch import (
+    GRPO,
+    CapturedBatch,
+    CorpusJob,
+    bundle_files,
+    generation_parameters,
+)
+from kiln_verify.trl.corpus import grpo_rows
 from kiln_verify.trl.factory import OpenEnvToolFactory
 from kiln_verify.trl.identity import BaseModel, adapter_snapshot
 from kiln_verify.trl.logprobs import TrainingForward, active_dropout
+from kiln_verify.trl.worker import CorpusWorker
 
 __all__ = ["BatchRecorder", "check_trainer"]
 
@@ -141,6 +149,7 @@ class BatchRecorder:
         factory: OpenEnvToolFactory | None = None,
         rollout: Any = None,
         every: int = 1,
+        corpus_worker: bool = True,
     ) -> None:
         if (factory is None) == (rollout is None):
             raise UsageError("give exactly one of `factory` and `rollout`")
@@ -151,6 +160,8 @@ class BatchRecorder:
         self.factory = factory
         self.rollout = rollout
         self.every = every
+        self.corpus_worker = corpus_worker
+        self._worker: CorpusWorker | None = None
         self.published: list[Path] = []
         self._publisher = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="kiln-trl-publish"
@@ -181,6 +192,8 @@ class BatchRecorder:
             )
         self._trainer = trainer
         self.rank = rank
+        if self.factory is not None and self.corpus_worker:
+            self._worker = CorpusWorker(*self.base.replay_sources())
         generate = trainer._generate
         score = trainer._generate_and_score_completions
         rewards = trainer._calculate_rewards
@@ -209,6 +222,11 @@ class BatchRecorder:
         class _StepEnd(TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 recorder._step_end(state.global_step)
+
+            def on_pre_optimizer_step(
+                self, args: Any, state: Any, control: Any, **kwargs: Any
+            ) -> None:
+                recorder._collect_corpus(recorder._batch)
 
             def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 recorder.wait()
@@ -265,7 +283,31 @@ class BatchRecorder:
                     "the step's bundle directory already exists and is never replaced",
                     path=str(self._target(batch.step)),
                 )
-            batch.files = bundle_files(batch, self, build_bundle)
+            files, corpus = bundle_files(batch, self, build_bundle)
+            if not isinstance(corpus, CorpusJob):
+                files[GRPO] = corpus
+            elif self._worker is not None:
+                batch.corpus = self._worker.corpus(corpus.completions, corpus.options)
+            else:
+                files[GRPO] = grpo_rows(
+                    corpus.completions, replay=self.base.replay(), **corpus.options
+                )
+            batch.files = files
+        except KilnError:
+            raise
+        except (ValueError, TypeError, KeyError) as exc:
+            raise TrlRecordingFailed(f"step {batch.step}: {str(exc)[:300]}") from None
+
+    def _collect_corpus(self, batch: CapturedBatch | None) -> None:
+        """The corpus the worker built for ``batch`` (before the optimizer step: a refusal
+        fails the step before the weights change)."""
+        if batch is None or batch.corpus is None:
+            return
+        future, batch.corpus = batch.corpus, None
+        assert self._worker is not None
+        assert batch.files is not None
+        try:
+            batch.files[GRPO] = self._worker.result(future)
         except KilnError:
             raise
         except (ValueError, TypeError, KeyError) as exc:
@@ -277,7 +319,8 @@ class BatchRecorder:
             return
         if batch.step != step:
             raise TrlRecordingFailed(f"the batch generated for step {batch.step} ended at {step}")
-        if batch.files is None:
+        self._collect_corpus(batch)
+        if batch.files is None or GRPO not in batch.files:
             raise TrlRecordingFailed(
                 f"step {step}: TRL's loss did not score every row of the batch before the "
                 "optimizer step, so its behaviour log-probabilities are incomplete"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kiln_verify.errors import TargetExists
-from kiln_verify.trl.batch import CapturedBatch
+from kiln_verify.trl.batch import GRPO, CapturedBatch
 from kiln_verify.trl.factory import OpenEnvToolFactory
 from kiln_verify.trl.identity import AdapterSnapshot
 from kiln_verify.trl.recorder import BatchRecorder
@@ -22,7 +22,7 @@ from kiln_verify.trl.recorder import BatchRecorder
 
 def _end_step(recorder: BatchRecorder, step: int, files: dict[str, bytes]) -> None:
     batch = CapturedBatch(step, AdapterSnapshot(b"{}", b""))
-    batch.files = files
+    batch.files = {**files, GRPO: b"{}\n"}
     recorder._batch = batch
     recorder._step_end(step)
 

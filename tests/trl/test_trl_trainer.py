@@ -49,10 +49,16 @@ def _trainer(model_dir: Path, out: Path, **kwargs: Any) -> Any:
 
 class FactoryRun:
     def __init__(
-        self, bundles: list[Path], url: str, live_step_1: Path, model: Path, forwards: int
+        self,
+        bundles: list[Path],
+        url: str,
+        live_step_1: Path,
+        model: Path,
+        forwards: int,
+        jobs: list[Any],
     ) -> None:
         self.bundles, self.url, self.live_step_1, self.model = bundles, url, live_step_1, model
-        self.forwards = forwards
+        self.forwards, self.jobs = forwards, jobs
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +66,19 @@ def factory_run(tool_model: Path, tmp_path_factory: pytest.TempPathFactory) -> A
     from transformers import TrainerCallback
 
     from kiln_verify.trl import BatchRecorder, OpenEnvToolFactory
+    from kiln_verify.trl import recorder as recorder_module
     from pytest_kiln.fixtures import _start
 
+    jobs: list[Any] = []  # each step's corpus job, as the recorder sent it to its worker
+    names = vars(recorder_module)
+    building = names["bundle_files"]
+
+    def capture(*args: Any, **kwargs: Any) -> Any:
+        files, corpus = building(*args, **kwargs)
+        jobs.append(corpus)
+        return files, corpus
+
+    names["bundle_files"] = capture
     out = tmp_path_factory.mktemp("factory")
     server = _start("counter", 8, (), environment=FlakyCounter)
     factory = OpenEnvToolFactory(
@@ -90,8 +107,9 @@ def factory_run(tool_model: Path, tmp_path_factory: pytest.TempPathFactory) -> A
 
         trainer.add_callback(SaveStepOne())
         trainer.train()
-        yield FactoryRun(recorder.published, server.base_url, live, tool_model, forwards)
+        yield FactoryRun(recorder.published, server.base_url, live, tool_model, forwards, jobs)
     finally:
+        names["bundle_files"] = building
         factory.close()
         server.stop()
 
@@ -251,6 +269,47 @@ def test_the_recorder_leaves_trl_s_update_unchanged(
     recorded = load_file(str(factory_run.live_step_1 / "adapter_model.safetensors"))
     assert sorted(unrecorded) == sorted(recorded)
     assert all(torch.equal(unrecorded[k], recorded[k]) for k in recorded)
+
+
+def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
+    factory_run: FactoryRun,
+) -> None:
+    """Step 1's corpus job, as the recorder sent it: the worker's bytes are the published
+    corpus and the in-process build's; a tampered prompt is refused with the same error on
+    both sides; a worker that was killed fails that job and the next job starts another."""
+    import dataclasses
+
+    from kiln_verify.errors import TrlRecordingFailed
+    from kiln_verify.trl.corpus import grpo_rows
+    from kiln_verify.trl.identity import BaseModel
+    from kiln_verify.trl.worker import CorpusWorker
+
+    base = BaseModel(factory_run.model)
+    worker = CorpusWorker(*base.replay_sources())
+    job = factory_run.jobs[0]
+    here = grpo_rows(job.completions, replay=base.replay(), **job.options)
+    there = worker.result(worker.corpus(job.completions, job.options))
+    assert there == here == (factory_run.bundles[0] / "grpo.train.jsonl").read_bytes()
+
+    first = job.completions[0]
+    tampered = dataclasses.replace(
+        first, prompt_ids=[first.prompt_ids[0] + 1, *first.prompt_ids[1:]]
+    )
+    bad = [tampered, *job.completions[1:]]
+    with pytest.raises(TrlRecordingFailed) as in_process:
+        grpo_rows(bad, replay=base.replay(), **job.options)
+    with pytest.raises(TrlRecordingFailed) as in_worker:
+        worker.result(worker.corpus(bad, job.options))
+    assert str(in_worker.value) == str(in_process.value)
+    assert "hf_grpo_prompt_replay_mismatch" in str(in_worker.value)
+
+    pool, _generation = CorpusWorker._executor()
+    for process in list(pool._processes.values()):
+        process.kill()
+        process.join(10)
+    with pytest.raises(TrlRecordingFailed, match="the corpus worker process exited"):
+        worker.result(worker.corpus(job.completions, job.options))
+    assert worker.result(worker.corpus(job.completions, job.options)) == here
 
 
 def test_an_environment_killed_mid_batch_fails_the_step_and_publishes_nothing(
