@@ -23,14 +23,16 @@ seed 7), identical in every arm except for the environment:
 Only ``trainer.train()`` is timed (model load, trainer construction, the factory's
 inspection and ``attach`` are not); one untimed warm-up run per arm comes first, then the
 arms run in rotated order (A B C, B C A, ...) for ``--repeats``. Reported per arm: steps/s
-and process CPU time (the oracle is another process), tokens per step (sampled, i.e.
+and CPU time (this process plus the recorder's corpus worker process; the oracle is
+another process and not counted), tokens per step (sampled, i.e.
 ``tool_mask`` 1; completion incl. tool results; prompt), the time spent inside the
 environment methods and, for the kiln arms, inside the recorder's three phases (adapter
 snapshot before generation, with PEFT's model card as a part; the behaviour logprobs, i.e.
 the row index and the copy out of TRL's forward; building and checking the bundle once
-the batch is captured, with the wait for the environment's re-inspection and the corpus
-with its token replay as parts; handing it over at step end; and the publication on the
-recorder's background thread); the median ratios kiln /
+the batch is captured, with the wait for the environment's re-inspection as a part (the
+GRPO corpus with its token replay is built in the recorder's worker process: ``corpus_s``
+stays 0 unless it runs in-process); handing it over at step end; and the publication on
+the recorder's background thread); the median ratios kiln /
 baseline of wall time (paired per repeat; raw, and per sampled token), of CPU time, and the
 bytes each recorded step wrote (OpenEnv files, corpus, adapter). Target: at most 1.1x.
 torch runs on ``--threads`` threads (default 1: on a shared 2-core machine two intra-op
@@ -413,9 +415,11 @@ def run_arm(
         hooks = _instrumented(phases) if arm != "baseline" else contextlib.nullcontext()
         # the Trainer prints its logs to stdout, which carries the JSON report
         with hooks, contextlib.redirect_stdout(sys.stderr):
+            worker_started = _worker_cpu_s()
             cpu_started, started = time.process_time(), time.perf_counter()
             trainer.train()
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+            cpu += _worker_cpu_s() - worker_started
         adapter = _adapter_digest(trainer.model)
         if arm == "baseline":
             phases.environment_s = factory.environment_s
@@ -430,6 +434,22 @@ def run_arm(
         arm, wall, cpu, steps, counts["sampled"], counts["completion"], counts["prompt"],
         counts["tool_calls"], digest.hexdigest(), adapter, phases, bundles,
     )  # fmt: skip
+
+
+def _worker_cpu_s() -> float:
+    """CPU seconds the recorder's corpus worker process has used so far (Linux ``/proc``;
+    0 before it started): counted in a run's CPU time, since it does the recorder's work."""
+    from kiln_verify.trl.worker import CorpusWorker
+
+    pool = CorpusWorker._pool
+    total = 0.0
+    for process in list(getattr(pool, "_processes", {}).values()) if pool else []:
+        try:
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _adapter_digest(model: Any) -> str:
