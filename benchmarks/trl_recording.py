@@ -441,15 +441,14 @@ def _worker_cpu_s() -> float:
     0 before it started): counted in a run's CPU time, since it does the recorder's work."""
     from kiln_verify.trl.worker import CorpusWorker
 
-    pool = CorpusWorker._pool
-    total = 0.0
-    for process in list(getattr(pool, "_processes", {}).values()) if pool else []:
-        try:
-            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    process = CorpusWorker.process()
+    if process is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _adapter_digest(model: Any) -> str:

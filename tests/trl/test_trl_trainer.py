@@ -276,8 +276,10 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
 ) -> None:
     """Step 1's corpus job, as the recorder sent it: the worker's bytes are the published
     corpus and the in-process build's; a tampered prompt is refused with the same error on
-    both sides; a worker that was killed fails that job and the next job starts another."""
+    both sides; a worker killed with a job in flight fails that job, and the next job
+    starts another worker."""
     import dataclasses
+    import signal
 
     from kiln_verify.errors import TrlRecordingFailed
     from kiln_verify.trl.corpus import grpo_rows
@@ -303,13 +305,16 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
     assert str(in_worker.value) == str(in_process.value)
     assert "hf_grpo_prompt_replay_mismatch" in str(in_worker.value)
 
-    pool, _generation = CorpusWorker._executor()
-    for process in list(pool._processes.values()):
-        process.kill()
-        process.join(10)
+    process = CorpusWorker.process()
+    assert process is not None
+    process.send_signal(signal.SIGSTOP)  # the job below is in flight, never answered
+    in_flight = worker.corpus(job.completions, job.options)
+    process.kill()
+    process.wait(10)
     with pytest.raises(TrlRecordingFailed, match="the corpus worker process exited"):
-        worker.result(worker.corpus(job.completions, job.options))
+        worker.result(in_flight)
     assert worker.result(worker.corpus(job.completions, job.options)) == here
+    assert CorpusWorker.process() not in (None, process)
 
 
 def test_an_environment_killed_mid_batch_fails_the_step_and_publishes_nothing(
