@@ -13,9 +13,11 @@ serves a single-session server one episode at a time with capacity waits.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -317,26 +319,37 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
     assert CorpusWorker.process() not in (None, process)
 
 
+@contextlib.contextmanager
+def _recorded(tool_model: Path, out: Path, url: str) -> Iterator[tuple[Any, Any]]:
+    """A trainer on ``url`` through the factory, every step recorded under ``out``."""
+    from kiln_verify.trl import BatchRecorder, OpenEnvToolFactory
+
+    factory = OpenEnvToolFactory(
+        url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
+    )
+    try:
+        trainer = _trainer(tool_model, out, environment_factory=factory)
+        recorder = BatchRecorder(out / "bundles", model_dir=tool_model, factory=factory)
+        recorder.attach(trainer)
+        yield trainer, recorder
+    finally:
+        factory.close()
+
+
+def _nothing_published(recorder: Any, out: Path) -> None:
+    assert recorder.wait() == []
+    assert not (out / "bundles").exists() or not any((out / "bundles").rglob("*"))
+
+
 def test_an_environment_killed_mid_batch_fails_the_step_and_publishes_nothing(
     tool_model: Path, tmp_path: Path, start: OracleFactory
 ) -> None:
-    from kiln_verify.trl import BatchRecorder, OpenEnvToolFactory
-
     server = start("counter", max_sessions=8, faults=["drop-after-steps=0"])
-    factory = OpenEnvToolFactory(
-        server.base_url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
-    )
-    try:
-        trainer = _trainer(tool_model, tmp_path, environment_factory=factory)
-        recorder = BatchRecorder(tmp_path / "bundles", model_dir=tool_model, factory=factory)
-        recorder.attach(trainer)
+    with _recorded(tool_model, tmp_path, server.base_url) as (trainer, recorder):
         with pytest.raises(TrlEpisodeFailed) as raised:
             trainer.train()
         assert raised.value.code == "trl_episode_failed"
-    finally:
-        factory.close()
-    assert recorder.published == []
-    assert not (tmp_path / "bundles").exists() or not any((tmp_path / "bundles").rglob("*"))
+    _nothing_published(recorder, tmp_path)
 
 
 def test_a_batch_that_cannot_be_recorded_fails_before_the_weights_change(
@@ -349,16 +362,9 @@ def test_a_batch_that_cannot_be_recorded_fails_before_the_weights_change(
     from peft import get_peft_model_state_dict
 
     from kiln_verify.errors import EnvironmentIdentityChanged
-    from kiln_verify.trl import BatchRecorder, OpenEnvToolFactory
 
     server = start("counter", max_sessions=8, faults=["identity-drift=0"])
-    factory = OpenEnvToolFactory(
-        server.base_url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
-    )
-    try:
-        trainer = _trainer(tool_model, tmp_path, environment_factory=factory)
-        recorder = BatchRecorder(tmp_path / "bundles", model_dir=tool_model, factory=factory)
-        recorder.attach(trainer)
+    with _recorded(tool_model, tmp_path, server.base_url) as (trainer, recorder):
         before = {k: v.clone() for k, v in get_peft_model_state_dict(trainer.model).items()}
         with pytest.raises(EnvironmentIdentityChanged) as raised:
             trainer.train()
@@ -366,10 +372,7 @@ def test_a_batch_that_cannot_be_recorded_fails_before_the_weights_change(
         after = get_peft_model_state_dict(trainer.model)
         assert trainer.state.global_step == 0
         assert all(torch.equal(before[k], after[k]) for k in before)
-    finally:
-        factory.close()
-    assert recorder.published == []
-    assert not (tmp_path / "bundles").exists() or not any((tmp_path / "bundles").rglob("*"))
+    _nothing_published(recorder, tmp_path)
 
 
 def test_rollout_func_serves_a_single_session_server_with_capacity_waits(
