@@ -12,6 +12,8 @@ module          job
 ``identity``    the behaviour weights: base model identity + the adapter at that step
 ``corpus``      the recorded-GRPO rows of a tool-calling batch, replayed before kept
 ``batch``       what the recorder captured of one batch, and the bundle's files
+``logprobs``    behaviour log-probabilities: the sampler's, or TRL's own training forward's
+``worker``      the process that builds and replays each corpus during the backward pass
 ``recorder``    :class:`BatchRecorder`: one bundle per recorded optimizer step
 ==============  ===========================================================================
 
