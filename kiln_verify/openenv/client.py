@@ -283,9 +283,9 @@ class OpenEnvClient:
 
     async def open_session(self, *, health: bool = True) -> Session:
         """Health check, then the WebSocket upgrade (with the bearer header if configured).
-        ``health=False`` skips the check for a caller that inspected the server itself and
-        opens sessions per episode (the TRL factory): a server that went away still fails
-        the upgrade, as ``environment_transport`` naming the URL."""
+        ``health=False`` skips the check for a caller that inspected the server itself (the
+        TRL factory, which opens a session at each instance's first reset): a server that
+        went away still fails the upgrade, as ``environment_transport`` naming the URL."""
         if health:
             await self.health()
         headers = self._token.headers() if self._token is not None else None

@@ -280,7 +280,7 @@ def bundle_files(
     behavior: BehaviorPolicyIdentity = base.behavior(batch.adapter, generation_parameters(args))
     count = len(batch.completion_ids)
     logprobs = batch.behaviour_logprobs()
-    if not count or len(batch.rewards) != count or len(logprobs) != count:
+    if not count or len(batch.rewards) != count:
         raise TrlRecordingFailed("the batch was not fully captured (generation, rewards, logps)")
     corpus: CorpusJob | bytes
     if recorder.factory is not None:

@@ -160,9 +160,7 @@ class OpenEnvToolFactory:
 
     def close(self) -> None:
         """Close every instance's session and stop the background loop."""
-        for instance in self.instances:
+        for instance in self.instances:  # the batch's episodes are its instances' current ones
             if instance._episode is not None:
                 instance._episode.abandon()
-        for episode in self.batch:
-            episode.abandon()
         self.run.close()

@@ -38,7 +38,9 @@ behaviour adapter ``adapter/``. With ``every=N`` only steps ``N, 2N, ...`` are r
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +137,18 @@ def check_trainer(
     for ok, rule in rules:
         if not ok:
             raise TrlBatchAmbiguous(f"the trainer cannot be recorded exactly: {rule}")
+
+
+@contextlib.contextmanager
+def _refusals(step: int) -> Iterator[None]:
+    """A step's recording refusals: the library's own errors as raised, anything else a
+    value the bundle rules cannot take (``trl_recording_failed``)."""
+    try:
+        yield
+    except KilnError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise TrlRecordingFailed(f"step {step}: {str(exc)[:300]}") from None
 
 
 class BatchRecorder:
@@ -277,11 +291,12 @@ class BatchRecorder:
         deterministic, a row the corpus rules or the token replay refuse, a taken target)
         therefore fails the step before TRL updates the weights; only the publication
         itself waits for the step's end."""
-        try:
-            if self._target(batch.step).exists():
+        target = self._target(batch.step)
+        with _refusals(batch.step):
+            if target.exists():
                 raise TargetExists(
                     "the step's bundle directory already exists and is never replaced",
-                    path=str(self._target(batch.step)),
+                    path=str(target),
                 )
             files, corpus = bundle_files(batch, self, build_bundle)
             if not isinstance(corpus, CorpusJob):
@@ -293,10 +308,6 @@ class BatchRecorder:
                     corpus.completions, replay=self.base.replay(), **corpus.options
                 )
             batch.files = files
-        except KilnError:
-            raise
-        except (ValueError, TypeError, KeyError) as exc:
-            raise TrlRecordingFailed(f"step {batch.step}: {str(exc)[:300]}") from None
 
     def _collect_corpus(self, batch: CapturedBatch | None) -> None:
         """The corpus the worker built for ``batch`` (before the optimizer step: a refusal
@@ -304,14 +315,9 @@ class BatchRecorder:
         if batch is None or batch.corpus is None:
             return
         future, batch.corpus = batch.corpus, None
-        assert self._worker is not None
         assert batch.files is not None
-        try:
-            batch.files[GRPO] = self._worker.result(future)
-        except KilnError:
-            raise
-        except (ValueError, TypeError, KeyError) as exc:
-            raise TrlRecordingFailed(f"step {batch.step}: {str(exc)[:300]}") from None
+        with _refusals(batch.step):
+            batch.files[GRPO] = future.result()
 
     def _step_end(self, step: int) -> None:
         batch, self._batch = self._batch, None

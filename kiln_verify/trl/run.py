@@ -126,8 +126,8 @@ class OpenEnvRun:
         return self.options.group_size
 
     def close_later(self, session: Session) -> None:
-        """Close a finished episode's session on the loop without waiting: its close
-        handshake overlaps the rest of the batch instead of holding up TRL's tool loop."""
+        """Close a failed or abandoned episode's session on the loop without waiting: its
+        close handshake overlaps the rest of the batch instead of holding up TRL's loop."""
         self._closing.append(self.loop.submit(session.close()))
 
     def settle(self) -> None:

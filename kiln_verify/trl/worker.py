@@ -155,12 +155,9 @@ class CorpusWorker:
         self, completions: list[TrlCompletion], options: dict[str, Any]
     ) -> concurrent.futures.Future[bytes]:
         """Start building the corpus of ``completions`` (``grpo_rows``' keywords but
-        ``replay`` in ``options``); collect it with :meth:`result`."""
+        ``replay`` in ``options``); its result is the corpus bytes, or the refusal raised
+        where it was built."""
         return self._running().submit("corpus", self.key, completions, options)
-
-    def result(self, future: concurrent.futures.Future[bytes]) -> bytes:
-        """The corpus bytes, or the refusal raised where it was built."""
-        return future.result()
 
 
 def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
@@ -174,7 +171,8 @@ def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             return
         try:
             if kind == "load":
-                replays.setdefault(key, TokenReplay(*rest))
+                if key not in replays:
+                    replays[key] = TokenReplay(*rest)
                 reply: tuple[int, bool, Any] = (number, True, None)
             else:
                 replay = replays.get(key)

@@ -292,7 +292,7 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
     worker = CorpusWorker(*base.replay_sources())
     job = factory_run.jobs[0]
     here = grpo_rows(job.completions, replay=base.replay(), **job.options)
-    there = worker.result(worker.corpus(job.completions, job.options))
+    there = worker.corpus(job.completions, job.options).result()
     assert there == here == (factory_run.bundles[0] / "grpo.train.jsonl").read_bytes()
 
     first = job.completions[0]
@@ -303,7 +303,7 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
     with pytest.raises(TrlRecordingFailed) as in_process:
         grpo_rows(bad, replay=base.replay(), **job.options)
     with pytest.raises(TrlRecordingFailed) as in_worker:
-        worker.result(worker.corpus(bad, job.options))
+        worker.corpus(bad, job.options).result()
     assert str(in_worker.value) == str(in_process.value)
     assert "hf_grpo_prompt_replay_mismatch" in str(in_worker.value)
 
@@ -314,8 +314,8 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
     process.kill()
     process.wait(10)
     with pytest.raises(TrlRecordingFailed, match="the corpus worker process exited"):
-        worker.result(in_flight)
-    assert worker.result(worker.corpus(job.completions, job.options)) == here
+        in_flight.result()
+    assert worker.corpus(job.completions, job.options).result() == here
     assert CorpusWorker.process() not in (None, process)
 
 

@@ -22,7 +22,7 @@ print("top level ran", flush=True)
 worker = CorpusWorker(*BaseModel(sys.argv[1]).replay_sources())
 options = {"group_size": 2, "stop_ids": frozenset(), "behavior": None, "tokenizer": {},
            "invocation": {}, "sampling": {}}
-print("corpus", worker.result(worker.corpus([], options)), flush=True)
+print("corpus", worker.corpus([], options).result(), flush=True)
 print("worker", CorpusWorker.process().pid != 0, flush=True)
 """
 
