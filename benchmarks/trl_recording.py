@@ -263,12 +263,12 @@ def _instrumented(phases: Phases) -> Iterator[None]:
     from peft import PeftModel
 
     from kiln_verify.core import publish
-    from kiln_verify.trl import batch, episode, recorder
+    from kiln_verify.trl import batch, episode, factory, recorder
 
     targets: list[tuple[Any, str, str]] = [
         (episode.Episode, "start", "environment_s"),
         (episode.Episode, "act", "environment_s"),
-        (episode.Episode, "finish", "environment_s"),  # also called, cached, by the bundle
+        (factory.OpenEnvEnvironment, "get_reward", "environment_s"),  # ends and finishes
         (recorder, "adapter_snapshot", "snapshot_s"),
         (PeftModel, "create_or_update_model_card", "model_card_s"),
         (batch.CapturedBatch, "scored", "logprobs_s"),
@@ -439,9 +439,9 @@ def run_arm(
 def _worker_cpu_s() -> float:
     """CPU seconds the recorder's corpus worker process has used so far (Linux ``/proc``;
     0 before it started): counted in a run's CPU time, since it does the recorder's work."""
-    from kiln_verify.trl.worker import CorpusWorker
+    from kiln_verify.trl.worker import RecordingWorker
 
-    process = CorpusWorker.process()
+    process = RecordingWorker.process()
     if process is None:
         return 0.0
     try:

@@ -5,7 +5,7 @@ The OpenEnv files are the collector's: the batch's episodes become a
 group size and ``seed_start``; the environment re-inspected and required unchanged, as the
 collector revalidates) handed to :func:`~kiln_verify.openenv.collect.bundle.build_bundle`.
 The GRPO corpus comes from :mod:`.corpus` (factory path: a :class:`CorpusJob` the recorder
-runs in its corpus worker, :mod:`.worker`) or from the ``rollout_func``'s own collector
+runs in its recording worker, :mod:`.worker`) or from the ``rollout_func``'s own collector
 corpus with TRL's trained rewards (rollout path).
 """
 
@@ -31,7 +31,7 @@ from kiln_verify.limits import (
     MAX_GRPO_ROW_BYTES,
     TRL_EPISODE_TIMEOUT_S,
 )
-from kiln_verify.openenv.client import Inspection
+from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.engine import CollectedGroup, Collection, same_start
 from kiln_verify.openenv.collect.plan import ResetPlan
@@ -40,6 +40,7 @@ from kiln_verify.records import BehaviorPolicyIdentity
 from kiln_verify.trl.corpus import TrlCompletion
 from kiln_verify.trl.identity import AdapterSnapshot
 from kiln_verify.trl.logprobs import ROW_KEY
+from kiln_verify.trl.worker import Reinspection
 
 __all__ = [
     "GRPO",
@@ -47,6 +48,7 @@ __all__ = [
     "CorpusJob",
     "bundle_files",
     "generation_parameters",
+    "reinspect",
     "sampling_record",
 ]
 
@@ -100,7 +102,7 @@ class CapturedBatch:
         self.turns: list[list[dict[str, Any]]] = []
         self.rewards: list[float] = []
         self.logprobs: list[list[float] | None] = []
-        self.inspection: concurrent.futures.Future[Inspection] | None = None
+        self.inspection: concurrent.futures.Future[Reinspection] | None = None
         self.files: dict[str, bytes] | None = None
         self.corpus: concurrent.futures.Future[bytes] | None = None
 
@@ -188,18 +190,25 @@ def _controls(run: Any, groups: int, args: Any, template: dict[str, Any]) -> Col
     )
 
 
-def _revalidate(run: Any, inspection: concurrent.futures.Future[Inspection] | None) -> None:
+async def reinspect(client: OpenEnvClient) -> Reinspection:
+    """The environment's identity and schema now (the recording worker's ``inspect`` job,
+    in-process)."""
+    inspection = await client.inspect()
+    return inspection.identity, inspection.environment_schema
+
+
+def _revalidate(run: Any, inspection: concurrent.futures.Future[Reinspection] | None) -> None:
     """The environment as re-inspected once the batch's episodes ended (started then by the
     recorder, so it overlaps TRL's training forward), required unchanged."""
     if inspection is None:
-        again = run.loop.run(run.client.inspect())
+        identity, schema = run.loop.run(reinspect(run.client))
     else:
-        again = inspection.result(TRL_EPISODE_TIMEOUT_S)
+        identity, schema = inspection.result(TRL_EPISODE_TIMEOUT_S)
     changed = compare_identities(
         run.inspection.identity,
-        again.identity,
+        identity,
         expected_schema=run.inspection.environment_schema,
-        actual_schema=again.environment_schema,
+        actual_schema=schema,
     )
     if changed:
         raise EnvironmentIdentityChanged(
@@ -213,7 +222,7 @@ def _collection(
     run: Any,
     args: Any,
     behavior: Any,
-    inspection: concurrent.futures.Future[Inspection] | None,
+    inspection: concurrent.futures.Future[Reinspection] | None,
 ) -> Collection:
     size = run.group_size
     if not batch_episodes or len(batch_episodes) % size:
@@ -264,7 +273,7 @@ def _with_rewards(corpus: bytes, rewards: list[float]) -> bytes:
 @dataclasses.dataclass(frozen=True, slots=True)
 class CorpusJob:
     """What the factory path's corpus is built from: ``grpo_rows(completions, replay=...,
-    **options)``, in the corpus worker or in-process."""
+    **options)``, in the recording worker or in-process."""
 
     completions: list[TrlCompletion]
     options: dict[str, Any]

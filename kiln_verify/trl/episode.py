@@ -19,6 +19,13 @@ three records assembled (:func:`~kiln_verify.openenv.collect.assemble.episode_re
 a rollout's records are the collector's, byte for byte. The session then waits for the
 instance's next episode (:meth:`Episode.release`).
 
+The final state read is sent as soon as the episode ends and waited for only by
+``finish``: an episode the environment ended during a tool call reads it while TRL goes on
+generating, and :meth:`Episode.end` (the factory calls it for every rollout of the batch
+at the first ``get_reward``, when TRL has generated the whole batch) sends the reads of
+the others together, so the batch waits about one round trip instead of one per rollout.
+A failed read fails the episode at ``finish``, as any client failure does.
+
 Any client failure (transport, timeout, poisoned session, reflection) closes the session
 (on the loop, without waiting: :meth:`OpenEnvRun.close_later`) and is remembered by the
 run: TRL turns a tool's exception into text for the model, so the failure is raised again
@@ -27,6 +34,7 @@ when TRL asks for the reward, and the step fails with nothing published.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -43,6 +51,7 @@ from kiln_verify.errors import (
     TrlEpisodeFailed,
     TrlRewardNotFinite,
 )
+from kiln_verify.limits import TRL_EPISODE_TIMEOUT_S
 from kiln_verify.openenv.client import CapacityAcquisition
 from kiln_verify.openenv.collect.assemble import EpisodeResult, episode_result
 from kiln_verify.openenv.collect.machine import (
@@ -90,6 +99,7 @@ class Episode:
             budget=RetainedBudget(),
         )
         self._session: Session | None = None
+        self._state: concurrent.futures.Future[Any] | None = None
         self._retries = 0
         self.outcome: EpisodeOutcome | None = None
         self.failure: KilnError | None = None
@@ -104,6 +114,20 @@ class Episode:
         except KilnError as exc:
             self._fail(exc)
             raise
+
+    def _final_state(self) -> None:
+        """Wait for the final state read :meth:`_advance` sent, and hand it to the machine."""
+        pending, self._state = self._state, None
+        assert pending is not None
+        try:
+            state = pending.result(TRL_EPISODE_TIMEOUT_S)
+        except KilnError as exc:
+            self._fail(exc)
+            raise
+        except BaseException:
+            pending.cancel()
+            raise
+        self._machine.final_state(state)
 
     def _fail(self, exc: KilnError) -> None:
         self.failure = exc
@@ -183,9 +207,10 @@ class Episode:
                 return
             session = self._session
             assert session is not None
-            if command is READ_STATE:
-                machine.final_state(self._call(session.state))
-                continue
+            if command is READ_STATE:  # sent now, waited for by finish (see the module text)
+                if self._state is None:
+                    self._state = self._run.loop.submit(session.state())
+                return
             action = command.action  # type: ignore[union-attr]
             try:
                 observation = self._run.loop.run(session.step(action))
@@ -205,6 +230,13 @@ class Episode:
                     self._fail(refused)
                     raise refused from None
 
+    def end(self) -> None:
+        """End a still-open episode as a reply without an action, without waiting for its
+        final state (see the module text); nothing for an ended or failed one."""
+        if self.outcome is None and self.failure is None and self.open:
+            self._machine.policy_answered(PolicyResponse(text=""))
+            self._advance()
+
     def finish(self) -> EpisodeOutcome:
         """End the episode (a still-open one as a reply without an action); its outcome."""
         if self.outcome is not None:
@@ -214,9 +246,9 @@ class Episode:
                 f"an episode of the batch failed ({self.failure.code}: {self.failure.rule}); "
                 "the step publishes nothing"
             ) from self.failure
-        if self.open:
-            self._machine.policy_answered(PolicyResponse(text=""))
-            self._advance()
+        self.end()
+        if self._machine.next_command() is READ_STATE:
+            self._final_state()
         self.outcome = self._machine.outcome()
         return self.outcome
 

@@ -86,6 +86,12 @@ class OpenEnvEnvironment:
             ) from run.failure
         if self._episode is None:
             raise TrlBatchAmbiguous("get_reward was called before reset")
+        if not self._factory.ending:
+            # TRL asks for rewards once it generated the whole batch: every rollout ended,
+            # and their final states are read together (Episode.end), not one per call
+            self._factory.ending = True
+            for episode in self._factory.batch:
+                episode.end()
         value = self._episode.finish().episode_return
         if not math.isfinite(value):
             raise TrlRewardNotFinite(f"the episode return is {value!r}")
@@ -135,6 +141,7 @@ class OpenEnvToolFactory:
         )
         self.instances: list[OpenEnvEnvironment] = []
         self.batch: list[Episode] = []
+        self.ending = False
         self._tool_schema: dict[str, Any] | None = None
 
     def __call__(self) -> OpenEnvEnvironment:
@@ -156,6 +163,7 @@ class OpenEnvToolFactory:
             if episode.outcome is None:
                 episode.abandon()
         self.batch = []
+        self.ending = False
         self.run.begin_batch()
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ that trainer instance:
 
 * ``_generate_and_score_completions``: before the batch is generated, the PEFT adapter is
   saved (the behaviour weights: :mod:`.identity`); after, the batch's episodes are
-  finished, the environment's re-inspection is started on the background loop (it runs
+  finished, the environment's re-inspection is started in the recording worker (it runs
   while TRL trains; the bundle requires it unchanged), and the behaviour log-probabilities
   are arranged (:mod:`.logprobs`: the sampler's own, or TRL's training forward's);
 * ``_generate``: the prompts as rendered (reset text appended), TRL's prompt and completion
@@ -23,8 +23,8 @@ that trainer instance:
 As soon as the batch is fully captured (TRL's loss scored its last row, before that
 micro-batch's backward pass and the optimizer step), every file of the bundle is built and
 checked, so a batch that cannot be recorded fails before the weights change. When the
-optimizer step that consumed the batch ends (``on_step_end``), the bundle is handed to a
-background thread that publishes it (in step order, so its writes and fsyncs overlap the
+optimizer step that consumed the batch ends (``on_step_end``), the bundle is handed to the
+recording worker, which publishes it (in step order, so its writes and fsyncs overlap the
 next step; :meth:`BatchRecorder.wait`, also called at ``on_train_end``, waits for them) as
 one directory, ``OUTPUT/rank-RRRRR/step-SSSSSS/``, with no-clobber atomic
 publication (:func:`~kiln_verify.core.publish.publish_directory`): a step that fails, or a
@@ -33,6 +33,12 @@ process killed before that, leaves no bundle. The directory holds the three Open
 the collector's own builder), the recorded-GRPO corpus ``grpo.train.jsonl`` and the
 behaviour adapter ``adapter/``. With ``every=N`` only steps ``N, 2N, ...`` are recorded
 (the others pay nothing).
+
+The recording worker (:mod:`.worker`, one process per training process) builds the corpus,
+re-inspects the environment and publishes, so none of that takes the interpreter lock from
+TRL's training thread. ``worker=False`` does all three in this process instead (the corpus
+on the training thread, the re-inspection on the environment's background loop, the
+publication on a background thread): the same bundles, byte for byte.
 """
 
 from __future__ import annotations
@@ -59,12 +65,13 @@ from kiln_verify.trl.batch import (
     CorpusJob,
     bundle_files,
     generation_parameters,
+    reinspect,
 )
 from kiln_verify.trl.corpus import grpo_rows
 from kiln_verify.trl.factory import OpenEnvToolFactory
 from kiln_verify.trl.identity import BaseModel, adapter_snapshot
 from kiln_verify.trl.logprobs import TrainingForward, active_dropout
-from kiln_verify.trl.worker import CorpusWorker
+from kiln_verify.trl.worker import RecordingWorker
 
 __all__ = ["BatchRecorder", "check_trainer"]
 
@@ -153,7 +160,9 @@ def _refusals(step: int) -> Iterator[None]:
 
 class BatchRecorder:
     """See the module text. ``factory``: the :class:`OpenEnvToolFactory` the trainer uses;
-    ``rollout``: an :class:`~kiln_verify.trl.rollout.OpenEnvRolloutFunc` instead."""
+    ``rollout``: an :class:`~kiln_verify.trl.rollout.OpenEnvRolloutFunc` instead;
+    ``worker``: whether the recording worker process does the corpus, the re-inspection
+    and the publication (see the module text)."""
 
     def __init__(
         self,
@@ -163,7 +172,7 @@ class BatchRecorder:
         factory: OpenEnvToolFactory | None = None,
         rollout: Any = None,
         every: int = 1,
-        corpus_worker: bool = True,
+        worker: bool = True,
     ) -> None:
         if (factory is None) == (rollout is None):
             raise UsageError("give exactly one of `factory` and `rollout`")
@@ -174,12 +183,10 @@ class BatchRecorder:
         self.factory = factory
         self.rollout = rollout
         self.every = every
-        self.corpus_worker = corpus_worker
-        self._worker: CorpusWorker | None = None
+        self.worker = worker
+        self._worker: RecordingWorker | None = None
         self.published: list[Path] = []
-        self._publisher = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="kiln-trl-publish"
-        )
+        self._publisher: concurrent.futures.ThreadPoolExecutor | None = None
         self._publishing: list[tuple[Path, concurrent.futures.Future[None]]] = []
         self._trainer: Any = None
         self._batch: CapturedBatch | None = None
@@ -206,8 +213,9 @@ class BatchRecorder:
             )
         self._trainer = trainer
         self.rank = rank
-        if self.factory is not None and self.corpus_worker:
-            self._worker = CorpusWorker(*self.base.replay_sources())
+        if self.worker:  # the rollout path's corpus is its collector's: no replay to load
+            replay = self.base.replay_sources() if self.factory is not None else None
+            self._worker = RecordingWorker(replay)
         generate = trainer._generate
         score = trainer._generate_and_score_completions
         rewards = trainer._calculate_rewards
@@ -263,7 +271,10 @@ class BatchRecorder:
                 run = self.factory.run
                 for episode in self.factory.batch:
                     episode.finish()  # cached: TRL's get_reward finished them already
-                batch.inspection = run.loop.submit(run.client.inspect())
+                if self._worker is not None:
+                    batch.inspection = self._worker.inspect(run.url, run.credential())
+                else:
+                    batch.inspection = run.loop.submit(reinspect(run.client))
             batch.scored(output)
             if batch.complete:  # the sampler's log-probabilities: nothing left to capture
                 self._build(batch)
@@ -336,7 +347,14 @@ class BatchRecorder:
         self._collect(block=False)
         target = self._target(step)
         target.parent.mkdir(parents=True, exist_ok=True)
-        future = self._publisher.submit(publish_directory, target, batch.files, dir_mode=0o755)
+        if self._worker is not None:
+            future = self._worker.publish(target, batch.files, 0o755)
+        else:
+            if self._publisher is None:
+                self._publisher = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="kiln-trl-publish"
+                )
+            future = self._publisher.submit(publish_directory, target, batch.files, dir_mode=0o755)
         self._publishing.append((target, future))
 
     def _collect(self, *, block: bool) -> None:
@@ -349,9 +367,10 @@ class BatchRecorder:
 
     def wait(self) -> list[Path]:
         """Wait for the bundles still being written and return every published one.
-        Publication runs on one background thread, in step order, so a step's writes and
-        fsyncs overlap the next step; a failed publication is raised here, at the next
-        step's end, or at the end of training (``on_train_end`` calls this). After a
-        training run that raised, call it to learn which bundles were published."""
+        Publication runs in the recording worker (or on one background thread), in step
+        order, so a step's writes and fsyncs overlap the next step; a failed publication
+        is raised here, at the next step's end, or at the end of training
+        (``on_train_end`` calls this). After a training run that raised, call it to learn
+        which bundles were published."""
         self._collect(block=True)
         return self.published

@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,6 +98,7 @@ class OpenEnvRun:
         self.options = options
         self.rank = rank
         self.credential_env = credential_env
+        self._environ = environ
         self.seed_base = options.seed_start + rank * TRL_RANK_SEED_STRIDE
         if self.seed_base > I64_MAX:
             raise UsageError("`seed_start` + rank x stride exceeds the largest i64 seed")
@@ -124,6 +126,14 @@ class OpenEnvRun:
     @property
     def group_size(self) -> int:
         return self.options.group_size
+
+    def credential(self) -> dict[str, str] | None:
+        """``{variable: token}`` for a client in the recording worker, which re-inspects
+        the server as this run's client does (``None``: no bearer credential)."""
+        if self.credential_env is None:
+            return None
+        source = os.environ if self._environ is None else self._environ
+        return {self.credential_env: source.get(self.credential_env, "")}
 
     def close_later(self, session: Session) -> None:
         """Close a failed or abandoned episode's session on the loop without waiting: its

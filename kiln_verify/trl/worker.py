@@ -1,14 +1,22 @@
-"""A separate process that builds and replays the recorder's GRPO corpora.
+"""A separate process for the recorder's work that TRL's training thread need not wait for.
 
-Building a recorded batch's corpus (its rows, their canonical bytes read back and
-validated, and ``hf verify``'s token replay through the exported tokenizer and template) is
-pure Python: about 12 ms a step for the benchmark's 4 completions (docs/performance.md,
-"TRL recording overhead"), growing with every completion and token. On the training
-thread it delays the step by as much, and a thread would only take turns with TRL for the
-interpreter lock. The recorder therefore submits it, once the batch is fully captured, to
-one worker process per training process and collects it in ``on_pre_optimizer_step``: the
-corpus is built on another core while TRL runs the batch's backward pass, and a corpus the
-rules or the replay refuse still fails the step before ``optimizer.step()``.
+Three jobs run there, each pure Python (or I/O) that would otherwise take turns with TRL
+for the interpreter lock (a background thread only moves the cost around; docs/
+performance.md, "TRL recording overhead: third pass", measured 1.11x with them on threads
+of the training process and 1.02x without them):
+
+* ``corpus``: a recorded batch's GRPO corpus (its rows, their canonical bytes read back and
+  validated, and ``hf verify``'s token replay through the exported tokenizer and template),
+  about 12 ms a step for the benchmark's 4 completions and growing with every token.
+  Submitted once the batch is fully captured and collected in ``on_pre_optimizer_step``, so
+  it runs on another core during the backward pass and a refusal still fails the step
+  before ``optimizer.step()``;
+* ``inspect``: the environment's re-inspection after the batch's episodes (health and the
+  four discovery documents over HTTP): the identity and schema come back for the training
+  process to compare. The bearer credential, if any, travels in the job over the pipe
+  (never printed or written; the worker is our own child);
+* ``publish``: the checked files of a step's bundle, published atomically and without
+  replacing anything (:func:`~kiln_verify.core.publish.publish_directory`), in step order.
 
 The worker is ``python -m kiln_verify.trl.worker`` with the parent's ``sys.path``, talking
 over its standard input and a duplicate of its standard output (length-prefixed pickles,
@@ -17,15 +25,19 @@ error). Not ``multiprocessing``: its ``spawn`` and ``forkserver`` start methods 
 user's main module again in the child, which re-runs a training script that lacks an
 ``if __name__ == "__main__"`` guard, and ``fork`` copies a process holding torch's threads.
 The worker keeps one :class:`~kiln_verify.hf.replay.TokenReplay` per tokenizer and template
-it was sent, so a step's job carries only the batch. A refusal comes back as the same
-exception with its code (errors pickle); a worker that died fails the step
-(``trl_recording_failed``), and the next job starts another. It exits when its input
-closes, that is with the training process.
+it was sent, so a step's job carries only the batch, and one OpenEnv client per server.
+Jobs run one at a time in the order sent. A refusal comes back as the same exception with
+its code (errors pickle); a worker that died fails the step (``trl_recording_failed``),
+and the next job starts another. It exits when its input closes, that is with the training
+process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
+import fcntl
 import hashlib
 import os
 import pickle
@@ -33,14 +45,27 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import IO, Any, ClassVar
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from kiln_verify.errors import TrlRecordingFailed
 from kiln_verify.trl.corpus import TrlCompletion, grpo_rows
 
-__all__ = ["CorpusWorker"]
+if TYPE_CHECKING:
+    from kiln_verify.hf.replay import TokenReplay
+    from kiln_verify.openenv.client import OpenEnvClient
+    from kiln_verify.openenv.identity import EnvironmentIdentity
+
+__all__ = ["RecordingWorker", "Reinspection"]
 
 _HEADER = struct.Struct(">Q")
+_PIPE_BYTES = 1 << 20
+"""The job pipe's capacity where Linux allows it: a step's bundle (tens of KB for the
+benchmark) is handed over without waiting for the worker to finish its previous job."""
+
+Reinspection = tuple["EnvironmentIdentity", dict[str, Any]]
+"""What a re-inspection returns: the environment's identity and its advertised schema."""
 
 
 def _write(stream: IO[bytes], message: Any) -> None:
@@ -73,6 +98,8 @@ class _Worker:
         )
         assert self.process.stdin is not None
         assert self.process.stdout is not None
+        with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe works
+            fcntl.fcntl(self.process.stdin.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         self._input, self._output = self.process.stdin, self.process.stdout
         self._guard = threading.Lock()
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
@@ -119,20 +146,21 @@ class _Worker:
 
 def _exited() -> TrlRecordingFailed:
     return TrlRecordingFailed(
-        "the corpus worker process exited; the step records nothing (a fresh worker starts "
+        "the recording worker process exited; the step records nothing (a fresh worker starts "
         "with the next recorded step)"
     )
 
 
-class CorpusWorker:
-    """One model directory's view of the process-wide worker (see the module text)."""
+class RecordingWorker:
+    """One recorder's view of the process-wide worker (see the module text); ``replay``:
+    the exported tokenizer and chat template bytes its corpora replay through, if any."""
 
     _guard: ClassVar[threading.Lock] = threading.Lock()
     _worker: ClassVar[_Worker | None] = None
 
-    def __init__(self, tokenizer: bytes, template: bytes) -> None:
-        self.key = hashlib.sha256(tokenizer + b"\0" + template).hexdigest()
-        self._tokenizer, self._template = tokenizer, template
+    def __init__(self, replay: tuple[bytes, bytes] | None = None) -> None:
+        self._replay = replay
+        self.key = None if replay is None else hashlib.sha256(b"\0".join(replay)).hexdigest()
         self._running()
 
     @classmethod
@@ -146,9 +174,10 @@ class CorpusWorker:
             worker = type(self)._worker
             if worker is None or not worker.alive:
                 worker = type(self)._worker = _Worker()
-            if self.key not in worker.loaded:
-                worker.submit("load", self.key, self._tokenizer, self._template)
-                worker.loaded.add(self.key)
+            key = self.key
+            if self._replay is not None and key is not None and key not in worker.loaded:
+                worker.submit("load", key, *self._replay)
+                worker.loaded.add(key)
             return worker
 
     def corpus(
@@ -159,34 +188,84 @@ class CorpusWorker:
         where it was built."""
         return self._running().submit("corpus", self.key, completions, options)
 
+    def inspect(
+        self, url: str, credential: Mapping[str, str] | None
+    ) -> concurrent.futures.Future[Reinspection]:
+        """Start re-inspecting ``url`` (``credential``: ``{variable: token}`` for a bearer,
+        as :class:`~kiln_verify.openenv.client.OpenEnvClient` reads it); its result is the
+        identity and schema, or the client's error."""
+        return self._running().submit("inspect", None, url, dict(credential or {}))
+
+    def publish(
+        self, target: Path, files: Mapping[str, bytes], dir_mode: int
+    ) -> concurrent.futures.Future[None]:
+        """Start publishing ``files`` as ``target``; its result is ``None`` once written,
+        or the publication's error (nothing was written)."""
+        return self._running().submit("publish", None, str(target), dict(files), dir_mode)
+
+
+class _Jobs:
+    """What the worker keeps between jobs: token replays and OpenEnv clients."""
+
+    def __init__(self) -> None:
+        self.replays: dict[str, TokenReplay] = {}
+        self.clients: dict[tuple[str, str], OpenEnvClient] = {}
+        self.loop = asyncio.new_event_loop()
+
+    def run(self, kind: str, key: str | None, rest: list[Any]) -> Any:
+        if kind == "load":
+            from kiln_verify.hf.replay import TokenReplay
+
+            if key is not None and key not in self.replays:
+                self.replays[key] = TokenReplay(*rest)
+            return None
+        if kind == "corpus":
+            replay = self.replays.get(key or "")
+            if replay is None:
+                raise TrlRecordingFailed("the recording worker was not sent this tokenizer")
+            completions, options = rest
+            return grpo_rows(completions, replay=replay, **options)
+        if kind == "inspect":
+            url, credential = rest
+            inspection = self.loop.run_until_complete(self._client(url, credential).inspect())
+            return inspection.identity, inspection.environment_schema
+        if kind == "publish":
+            from kiln_verify.core.publish import publish_directory
+
+            target, files, dir_mode = rest
+            publish_directory(Path(target), files, dir_mode=dir_mode)
+            return None
+        raise TrlRecordingFailed(f"the recording worker has no job {kind!r}")
+
+    def _client(self, url: str, credential: dict[str, str]) -> OpenEnvClient:
+        from kiln_verify.openenv.client import OpenEnvClient
+
+        name = next(iter(credential), None)  # at most one: the run's credential variable
+        token = credential.get(name, "") if name is not None else ""
+        key = (url, hashlib.sha256(f"{name}\0{token}".encode()).hexdigest())
+        client = self.clients.get(key)
+        if client is None:
+            client = OpenEnvClient(url, credential_env=name, environ=credential)
+            self.clients[key] = client
+        return client
+
 
 def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    from kiln_verify.hf.replay import TokenReplay
-
-    replays: dict[str, TokenReplay] = {}
+    jobs = _Jobs()
     while True:
         try:
             number, kind, key, *rest = _read(requests)
         except EOFError:
             return
         try:
-            if kind == "load":
-                if key not in replays:
-                    replays[key] = TokenReplay(*rest)
-                reply: tuple[int, bool, Any] = (number, True, None)
-            else:
-                replay = replays.get(key)
-                if replay is None:
-                    raise TrlRecordingFailed("the corpus worker was not sent this tokenizer")
-                completions, options = rest
-                reply = (number, True, grpo_rows(completions, replay=replay, **options))
+            reply: tuple[int, bool, Any] = (number, True, jobs.run(kind, key, rest))
         except Exception as exc:  # every refusal goes back to the step that asked
             reply = (number, False, exc)
         try:
             _write(replies, reply)
         except (pickle.PicklingError, TypeError, AttributeError):
             shown = type(reply[2]).__name__
-            failed = TrlRecordingFailed(f"the corpus worker could not send back a {shown}")
+            failed = TrlRecordingFailed(f"the recording worker could not send back a {shown}")
             _write(replies, (number, False, failed))
 
 

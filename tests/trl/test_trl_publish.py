@@ -1,4 +1,5 @@
-"""Publication of recorded steps on the recorder's background thread (BatchRecorder.wait).
+"""Publication of recorded steps in the recorder's worker process, or on its background
+thread with ``worker=False`` (BatchRecorder.wait); both ways, the same assertions.
 
 The bundles are built and checked before the optimizer step; only the atomic, no-clobber
 publication runs in the background, one at a time in step order. A target that appears
@@ -10,6 +11,7 @@ bundle is written over what appeared.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,16 @@ from kiln_verify.trl.batch import GRPO, CapturedBatch
 from kiln_verify.trl.factory import OpenEnvToolFactory
 from kiln_verify.trl.identity import AdapterSnapshot
 from kiln_verify.trl.recorder import BatchRecorder
+from kiln_verify.trl.worker import RecordingWorker
+
+pytestmark = pytest.mark.parametrize("worker", [True, False], ids=["worker", "thread"])
+
+
+def _recorder(out: Path, tool_model: Path, factory: OpenEnvToolFactory, worker: bool) -> Any:
+    recorder = BatchRecorder(out, model_dir=tool_model, factory=factory, worker=worker)
+    recorder.rank = 0  # what attach sets, with the worker below
+    recorder._worker = RecordingWorker() if worker else None
+    return recorder
 
 
 def _end_step(recorder: BatchRecorder, step: int, files: dict[str, bytes]) -> None:
@@ -28,10 +40,9 @@ def _end_step(recorder: BatchRecorder, step: int, files: dict[str, bytes]) -> No
 
 
 def test_steps_are_published_in_order_and_wait_returns_them(
-    tool_model: Path, tmp_path: Path, counter_factory: OpenEnvToolFactory
+    tool_model: Path, tmp_path: Path, counter_factory: OpenEnvToolFactory, worker: bool
 ) -> None:
-    recorder = BatchRecorder(tmp_path / "out", model_dir=tool_model, factory=counter_factory)
-    recorder.rank = 0
+    recorder = _recorder(tmp_path / "out", tool_model, counter_factory, worker)
     for step in (1, 2, 3):
         _end_step(recorder, step, {"a.txt": f"step {step}".encode(), "d/b.bin": b"\x00"})
     published = recorder.wait()
@@ -42,10 +53,9 @@ def test_steps_are_published_in_order_and_wait_returns_them(
 
 
 def test_a_failed_publication_is_raised_and_leaves_what_appeared(
-    tool_model: Path, tmp_path: Path, counter_factory: OpenEnvToolFactory
+    tool_model: Path, tmp_path: Path, counter_factory: OpenEnvToolFactory, worker: bool
 ) -> None:
-    recorder = BatchRecorder(tmp_path / "out", model_dir=tool_model, factory=counter_factory)
-    recorder.rank = 0
+    recorder = _recorder(tmp_path / "out", tool_model, counter_factory, worker)
     _end_step(recorder, 1, {"a.txt": b"one"})
     taken = tmp_path / "out" / "rank-00000" / "step-000002"
     taken.mkdir(parents=True)

@@ -16,10 +16,16 @@ from typing import Any
 
 import pytest
 
-from kiln_verify.errors import EnvironmentTransport, ProtocolViolation, TrlEpisodeFailed
+from kiln_verify.errors import (
+    EnvironmentTransport,
+    KilnError,
+    ProtocolViolation,
+    TrlEpisodeFailed,
+)
 from kiln_verify.openenv.collect.controls import CollectionOptions
-from kiln_verify.trl.episode import Episode
+from kiln_verify.trl.episode import ENDED_TEXT, Episode
 from kiln_verify.trl.factory import OpenEnvToolFactory
+from oracle.envs.counter import CounterEnvironment
 from pytest_kiln.fixtures import OracleFactory
 
 ROW: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}]}
@@ -34,11 +40,13 @@ def _session(instance: Any) -> Any:
     return instance._episode._session
 
 
-def _play(instance: Any, *amounts: int) -> float:
-    for amount in amounts:
-        instance.step(amount=amount)
-    reward: float = instance.get_reward()
-    return reward
+def _play(*plays: tuple[Any, list[int]]) -> list[float]:
+    """Each instance's tool calls, then every reward, as TRL asks for them: once the whole
+    batch is generated (the first ``get_reward`` ends every rollout of the batch)."""
+    for instance, amounts in plays:
+        for amount in amounts:
+            instance.step(amount=amount)
+    return [instance.get_reward() for instance, _ in plays]
 
 
 def test_an_instance_keeps_its_session_across_episodes(start: OracleFactory) -> None:
@@ -53,7 +61,7 @@ def test_an_instance_keeps_its_session_across_episodes(start: OracleFactory) -> 
             held = (_session(first), _session(second))
             assert sessions is None or held == sessions
             sessions = held
-            assert (_play(first, 4), _play(second, 2, 2)) == (4.0, 6.0)
+            assert _play((first, [4]), (second, [2, 2])) == [4.0, 6.0]
             assert server.active_sessions == 2
             assert [e.slot.plan.seed for e in factory.batch] == [batch, batch]
     finally:
@@ -71,13 +79,13 @@ def test_a_session_the_server_closed_while_idle_is_replaced(start: OracleFactory
         instance = factory()
         instance.reset(**ROW)
         before = _session(instance)
-        assert _play(instance, 4) == 4.0
+        assert _play((instance, [4])) == [4.0]
         factory.run.begin_batch()  # what TRL's next batch does before its first reset
         time.sleep(0.6)  # the server closes the idle session and frees its one slot
         instance.reset(**ROW)
         assert _session(instance) is not before
         assert _session(instance).usable
-        assert _play(instance, 4) == 4.0
+        assert _play((instance, [4])) == [4.0]
     finally:
         factory.close()
 
@@ -98,7 +106,7 @@ def test_a_failed_session_is_closed_and_the_next_episode_opens_another(
             instance.get_reward()
         instance.reset(**ROW)  # a new batch; the one slot is free again
         assert _session(instance) is not failed
-        assert _play(instance, 4) == 4.0
+        assert _play((instance, [4])) == [4.0]
     finally:
         factory.close()
 
@@ -119,5 +127,65 @@ def test_a_kept_session_that_received_an_unsolicited_frame_fails_the_episode(
         assert run.failure is raised.value
         assert episode.failure is raised.value
         assert acquired.session.poisoned
+    finally:
+        factory.close()
+
+
+class BrokenState(CounterEnvironment):
+    """The counter, except that its state cannot be read (an execution error)."""
+
+    def state(self) -> Any:
+        raise RuntimeError("the state store is unavailable")
+
+
+def test_the_first_get_reward_ends_the_batch_and_reads_its_final_states_together(
+    start: OracleFactory,
+) -> None:
+    """An episode the environment ended in a tool call sends its final state read then,
+    without waiting; the first ``get_reward`` ends every open rollout of the batch (a
+    reply without an action) and sends theirs; each reward waits only for its own."""
+    server = start("counter", max_sessions=2)
+    factory = _factory(server.base_url)
+    try:
+        first: Any = factory()
+        second: Any = factory()
+        first.reset(**ROW)
+        second.reset(**ROW)
+        first.step(amount=4)  # the total reaches 4: done
+        second.step(amount=1)  # still open
+        assert first._episode._state is not None
+        assert not first._episode.open
+        assert second._episode._state is None
+        assert second._episode.open
+        assert first.get_reward() == 4.0
+        assert second._episode._state is not None
+        assert not second._episode.open
+        assert second.step(amount=3) == ENDED_TEXT  # ended with the batch: nothing is sent
+        assert second.get_reward() == 0.0  # 1, then -1 for the reply without an action
+        outcomes = [instance._episode.outcome for instance in (first, second)]
+        assert [o.termination for o in outcomes] == ["done", "invalid_model_action"]
+        assert [e.steps for e in outcomes] == [1, 1]
+        assert all(instance._episode._state is None for instance in (first, second))
+    finally:
+        factory.close()
+
+
+def test_a_final_state_that_cannot_be_read_fails_the_episode_at_get_reward(
+    start: OracleFactory,
+) -> None:
+    server = start("counter", max_sessions=2, environment=BrokenState)
+    factory = _factory(server.base_url)
+    try:
+        first: Any = factory()
+        second: Any = factory()
+        first.reset(**ROW)
+        second.reset(**ROW)
+        assert '"done":true' in first.step(amount=4)  # the tool call itself succeeds
+        with pytest.raises(KilnError) as failed:
+            first.get_reward()
+        assert failed.value.code == "environment_error_recoverable"
+        with pytest.raises(TrlEpisodeFailed, match="environment_error_recoverable"):
+            second.get_reward()
+        assert first._episode.failure is failed.value
     finally:
         factory.close()

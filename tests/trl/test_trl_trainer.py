@@ -273,7 +273,7 @@ def test_the_recorder_leaves_trl_s_update_unchanged(
     assert all(torch.equal(unrecorded[k], recorded[k]) for k in recorded)
 
 
-def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
+def test_the_recording_worker_builds_and_refuses_exactly_as_the_process_would(
     factory_run: FactoryRun,
 ) -> None:
     """Step 1's corpus job, as the recorder sent it: the worker's bytes are the published
@@ -286,10 +286,10 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
     from kiln_verify.errors import TrlRecordingFailed
     from kiln_verify.trl.corpus import grpo_rows
     from kiln_verify.trl.identity import BaseModel
-    from kiln_verify.trl.worker import CorpusWorker
+    from kiln_verify.trl.worker import RecordingWorker
 
     base = BaseModel(factory_run.model)
-    worker = CorpusWorker(*base.replay_sources())
+    worker = RecordingWorker(base.replay_sources())
     job = factory_run.jobs[0]
     here = grpo_rows(job.completions, replay=base.replay(), **job.options)
     there = worker.corpus(job.completions, job.options).result()
@@ -307,16 +307,16 @@ def test_the_corpus_worker_builds_and_refuses_exactly_as_the_process_would(
     assert str(in_worker.value) == str(in_process.value)
     assert "hf_grpo_prompt_replay_mismatch" in str(in_worker.value)
 
-    process = CorpusWorker.process()
+    process = RecordingWorker.process()
     assert process is not None
     process.send_signal(signal.SIGSTOP)  # the job below is in flight, never answered
     in_flight = worker.corpus(job.completions, job.options)
     process.kill()
     process.wait(10)
-    with pytest.raises(TrlRecordingFailed, match="the corpus worker process exited"):
+    with pytest.raises(TrlRecordingFailed, match="the recording worker process exited"):
         in_flight.result()
     assert worker.corpus(job.completions, job.options).result() == here
-    assert CorpusWorker.process() not in (None, process)
+    assert RecordingWorker.process() not in (None, process)
 
 
 @contextlib.contextmanager
