@@ -263,13 +263,13 @@ def _instrumented(phases: Phases) -> Iterator[None]:
     from peft import PeftModel
 
     from kiln_verify.core import publish
-    from kiln_verify.trl import batch, episode, factory, recorder
+    from kiln_verify.trl import batch, episode, factory, recorder, snapshot
 
     targets: list[tuple[Any, str, str]] = [
         (episode.Episode, "start", "environment_s"),
         (episode.Episode, "act", "environment_s"),
         (factory.OpenEnvEnvironment, "get_reward", "environment_s"),  # ends and finishes
-        (recorder, "adapter_snapshot", "snapshot_s"),
+        (snapshot.AdapterReader, "snapshot", "snapshot_s"),
         (PeftModel, "create_or_update_model_card", "model_card_s"),
         (batch.CapturedBatch, "scored", "logprobs_s"),
         (batch.CapturedBatch, "trained", "logprobs_s"),

@@ -9,7 +9,8 @@ refuses anything ambiguous with ``trl_batch_ambiguous``. It then wraps these met
 that trainer instance:
 
 * ``_generate_and_score_completions``: before the batch is generated, the PEFT adapter is
-  saved (the behaviour weights: :mod:`.identity`); after, the batch's episodes are
+  saved (the behaviour weights: :mod:`.identity`, read as PEFT saves it by
+  :mod:`.snapshot`); after, the batch's episodes are
   finished, the environment's re-inspection is started in the recording worker (it runs
   while TRL trains; the bundle requires it unchanged), and the behaviour log-probabilities
   are arranged (:mod:`.logprobs`: the sampler's own, or TRL's training forward's);
@@ -69,8 +70,9 @@ from kiln_verify.trl.batch import (
 )
 from kiln_verify.trl.corpus import grpo_rows
 from kiln_verify.trl.factory import OpenEnvToolFactory
-from kiln_verify.trl.identity import BaseModel, adapter_snapshot
+from kiln_verify.trl.identity import BaseModel
 from kiln_verify.trl.logprobs import TrainingForward, active_dropout
+from kiln_verify.trl.snapshot import AdapterReader
 from kiln_verify.trl.worker import RecordingWorker
 
 __all__ = ["BatchRecorder", "check_trainer"]
@@ -189,6 +191,7 @@ class BatchRecorder:
         self._publisher: concurrent.futures.ThreadPoolExecutor | None = None
         self._publishing: list[tuple[Path, concurrent.futures.Future[None]]] = []
         self._trainer: Any = None
+        self._adapter = AdapterReader()
         self._batch: CapturedBatch | None = None
 
     @property
@@ -261,7 +264,7 @@ class BatchRecorder:
         if not trainer.model.training or (step % self.every) != 0:
             self._batch = None
             return score(inputs)
-        snapshot = adapter_snapshot(trainer.model)
+        snapshot = self._adapter.snapshot(trainer.model)
         batch = self._batch = CapturedBatch(step, snapshot)
         if self.rollout is not None:
             self.rollout.snapshot = snapshot
