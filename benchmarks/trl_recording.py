@@ -236,6 +236,8 @@ class Phases:
     bundle_s: float = 0.0
     revalidate_s: float = 0.0
     corpus_s: float = 0.0
+    capture_s: float = 0.0
+    corpus_wait_s: float = 0.0
     step_end_s: float = 0.0
     publish_s: float = 0.0
 
@@ -276,6 +278,9 @@ def _instrumented(phases: Phases) -> Iterator[None]:
         (recorder.BatchRecorder, "_build", "bundle_s"),
         (batch, "_revalidate", "revalidate_s"),
         (batch, "grpo_rows", "corpus_s"),
+        (batch.CapturedBatch, "generated", "capture_s"),
+        (batch.CapturedBatch, "rewarded", "capture_s"),
+        (recorder.BatchRecorder, "_collect_corpus", "corpus_wait_s"),
         (recorder.BatchRecorder, "_step_end", "step_end_s"),
         (publish, "publish_directory", "publish_s"),  # imported by _step_end when called
     ]
