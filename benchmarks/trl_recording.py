@@ -23,21 +23,22 @@ seed 7), identical in every arm except for the environment:
 Only ``trainer.train()`` is timed (model load, trainer construction, the factory's
 inspection and ``attach`` are not); one untimed warm-up run per arm comes first, then the
 arms run in rotated order (A B C, B C A, ...) for ``--repeats``. Reported per arm: steps/s
-and CPU time (this process plus the recorder's corpus worker process; the oracle is
-another process and not counted), tokens per step (sampled, i.e.
-``tool_mask`` 1; completion incl. tool results; prompt), the time spent inside the
-environment methods and, for the kiln arms, inside the recorder's three phases (adapter
-snapshot before generation, with PEFT's model card as a part; the behaviour logprobs, i.e.
-the row index and the copy out of TRL's forward; building and checking the bundle once
-the batch is captured, with the wait for the environment's re-inspection as a part (the
-GRPO corpus with its token replay is built in the recorder's worker process: ``corpus_s``
-stays 0 unless it runs in-process); handing it over at step end; and the publication on
-the recorder's background thread); the median ratios kiln /
-baseline of wall time (paired per repeat; raw, and per sampled token), of CPU time, and the
-bytes each recorded step wrote (OpenEnv files, corpus, adapter). Target: at most 1.1x.
-torch runs on ``--threads`` threads (default 1: on a shared 2-core machine two intra-op
-threads plus the oracle and other jobs oversubscribe the cores, and a run's time then
-swings by an order of magnitude).
+and CPU time (this process plus the recorder's worker process; the oracle is another
+process and not counted), tokens per step (sampled, i.e. ``tool_mask`` 1; completion incl.
+tool results; prompt), the time spent inside the environment methods (``reset``, the tool,
+``get_reward``) and, for the kiln arms, inside the recorder's phases on the training
+thread: the adapter snapshot before generation (PEFT's model card a part of it, when PEFT
+saves); capturing the batch (prompts, ids, rewards); the behaviour logprobs, i.e. the row
+index and the copy out of TRL's forward; building and checking the bundle once the batch
+is captured, with the wait for the environment's re-inspection as a part (the GRPO corpus
+with its token replay, the re-inspection and the publication run in the recorder's worker
+process: ``corpus_s`` and ``publish_s`` stay 0 unless they run in-process); the wait for
+the worker's corpus before the optimizer step; and handing the files over at step end.
+Then the median ratios kiln / baseline of wall time (paired per repeat; raw, and per
+sampled token), of CPU time, and the bytes each recorded step wrote (OpenEnv files,
+corpus, adapter). Target: at most 1.1x. torch runs on ``--threads`` threads (default 1:
+on a shared 2-core machine two intra-op threads plus the oracle and other jobs
+oversubscribe the cores, and a run's time then swings by an order of magnitude).
 
     python -m benchmarks.trl_recording --steps 8 --repeats 9 --every 2 --threads 1 [--json]
     python -m benchmarks.trl_recording --quick --json   # smoke shape: 2 steps, 1 repeat
@@ -225,9 +226,11 @@ class Phases:
     """Seconds spent in each instrumented phase during one run. ``model_card_s`` is part of
     ``snapshot_s``; ``revalidate_s`` (the wait for the re-inspection started after
     scoring) and ``corpus_s`` are parts of ``bundle_s`` (building and checking every file,
-    inside the loss of the batch's last micro-batch); ``step_end_s`` hands the files to
-    the publisher, and ``publish_s`` is the publication itself, on the recorder's
-    background thread (overlapping the next step, so not on the training thread)."""
+    inside the loss of the batch's last micro-batch); ``capture_s`` copies what TRL
+    generated and scored; ``corpus_wait_s`` waits for the worker's corpus before the
+    optimizer step; ``step_end_s`` hands the files to the publisher, and ``publish_s`` is
+    the publication itself when it runs in this process (``worker=False``: on a background
+    thread, overlapping the next step)."""
 
     environment_s: float = 0.0
     snapshot_s: float = 0.0

@@ -180,7 +180,8 @@ class BatchRecorder:
             raise UsageError("give exactly one of `factory` and `rollout`")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise UsageError("`every` must be a positive integer")
-        self.output_dir = Path(output_dir)
+        # absolute: the worker publishes from the directory it started in, not this cwd
+        self.output_dir = Path(output_dir).absolute()
         self.base = BaseModel(model_dir)
         self.factory = factory
         self.rollout = rollout

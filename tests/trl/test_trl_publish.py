@@ -67,3 +67,23 @@ def test_a_failed_publication_is_raised_and_leaves_what_appeared(
     assert recorder.published == [tmp_path / "out" / "rank-00000" / "step-000001"]
     assert sorted(p.name for p in taken.iterdir()) == ["theirs"]
     assert (taken / "theirs").read_bytes() == b"kept"
+
+
+def test_a_relative_output_directory_is_the_one_given_whatever_the_cwd_later(
+    tool_model: Path,
+    tmp_path: Path,
+    counter_factory: OpenEnvToolFactory,
+    worker: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker process keeps the directory it started in; the recorder resolves a
+    relative ``output_dir`` when it is given, so both publishers write to the same place."""
+    monkeypatch.chdir(tmp_path)
+    recorder = _recorder(Path("out"), tool_model, counter_factory, worker)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    _end_step(recorder, 1, {"a.txt": b"one"})
+    assert recorder.wait() == [tmp_path / "out" / "rank-00000" / "step-000001"]
+    assert (tmp_path / "out" / "rank-00000" / "step-000001" / "a.txt").read_bytes() == b"one"
+    assert list(elsewhere.iterdir()) == []
