@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import fcntl
 import hashlib
 import os
 import pickle
@@ -98,7 +97,9 @@ class _Worker:
         )
         assert self.process.stdin is not None
         assert self.process.stdout is not None
-        with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe works
+        with contextlib.suppress(ImportError, AttributeError, OSError):  # Linux only
+            import fcntl  # elsewhere the default pipe works, a large job waits for the worker
+
             fcntl.fcntl(self.process.stdin.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         self._input, self._output = self.process.stdin, self.process.stdout
         self._guard = threading.Lock()

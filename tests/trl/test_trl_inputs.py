@@ -210,7 +210,7 @@ BASE: Any = SimpleNamespace(chat_template="T")
     ],
 )
 def test_ambiguous_trainer_configurations_are_refused(change: dict[str, Any], rule: str) -> None:
-    from kiln_verify.trl.recorder import check_trainer
+    from kiln_verify.trl.trainer_check import check_trainer
 
     check_trainer(_trainer({}), 2, BASE, factory=True)
     with pytest.raises(TrlBatchAmbiguous, match=rule):
@@ -220,7 +220,7 @@ def test_ambiguous_trainer_configurations_are_refused(change: dict[str, Any], ru
 def test_dropout_is_refused_only_where_the_trainer_samples() -> None:
     """vLLM and a rollout_func sample without TRL's training-mode dropout and report their
     own log-probabilities."""
-    from kiln_verify.trl.recorder import check_trainer
+    from kiln_verify.trl.trainer_check import check_trainer
 
     check_trainer(_trainer({"model": _model(0.1), "use_vllm": True}), 2, BASE, factory=True)
     trainer = _trainer({"model": _model(0.1, 0.1)}, rollout_func=object())
@@ -228,7 +228,7 @@ def test_dropout_is_refused_only_where_the_trainer_samples() -> None:
 
 
 def test_a_rollout_func_sampling_at_another_temperature_is_refused() -> None:
-    from kiln_verify.trl.recorder import check_trainer
+    from kiln_verify.trl.trainer_check import check_trainer
 
     trainer = _trainer({"temperature": 0.7}, rollout_func=object())
     check_trainer(trainer, 2, BASE, factory=False, rollout_temperature=0.7)
