@@ -131,6 +131,15 @@ def test_a_kept_session_that_received_an_unsolicited_frame_fails_the_episode(
         factory.close()
 
 
+def _batch_of_two(factory: OpenEnvToolFactory) -> tuple[Any, Any]:
+    """Two instances of one group, both reset (TRL's batch of 2)."""
+    first: Any = factory()
+    second: Any = factory()
+    first.reset(**ROW)
+    second.reset(**ROW)
+    return first, second
+
+
 class BrokenState(CounterEnvironment):
     """The counter, except that its state cannot be read (an execution error)."""
 
@@ -147,10 +156,7 @@ def test_the_first_get_reward_ends_the_batch_and_reads_its_final_states_together
     server = start("counter", max_sessions=2)
     factory = _factory(server.base_url)
     try:
-        first: Any = factory()
-        second: Any = factory()
-        first.reset(**ROW)
-        second.reset(**ROW)
+        first, second = _batch_of_two(factory)
         first.step(amount=4)  # the total reaches 4: done
         second.step(amount=1)  # still open
         assert first._episode._state is not None
@@ -176,10 +182,7 @@ def test_a_final_state_that_cannot_be_read_fails_the_episode_at_get_reward(
     server = start("counter", max_sessions=2, environment=BrokenState)
     factory = _factory(server.base_url)
     try:
-        first: Any = factory()
-        second: Any = factory()
-        first.reset(**ROW)
-        second.reset(**ROW)
+        first, second = _batch_of_two(factory)
         assert '"done":true' in first.step(amount=4)  # the tool call itself succeeds
         with pytest.raises(KilnError) as failed:
             first.get_reward()

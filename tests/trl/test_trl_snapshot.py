@@ -20,19 +20,9 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def peft_model(tool_model: Path) -> Any:
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+    from kiln_verify.testing.lora import random_lora_model
 
-    torch.manual_seed(5)
-    base = AutoModelForCausalLM.from_pretrained(tool_model, local_files_only=True)
-    config = LoraConfig(
-        r=2,
-        lora_alpha=4,
-        target_modules=["v_proj", "q_proj"],
-        init_lora_weights=False,
-        task_type="CAUSAL_LM",
-    )
-    return get_peft_model(base, config)
+    return random_lora_model(tool_model, seed=5, rank=2)
 
 
 def _lora(model: Any) -> list[Any]:
