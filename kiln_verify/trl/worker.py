@@ -107,7 +107,7 @@ class _Worker:
         self._next = 0
         self.loaded: set[str] = set()
         self.alive = True
-        threading.Thread(target=self._answers, name="kiln-trl-corpus", daemon=True).start()
+        threading.Thread(target=self._answers, name="kiln-trl-worker", daemon=True).start()
 
     def submit(self, *job: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()

@@ -2,14 +2,20 @@
 differentially: the same tool calls against the openenv peer and against our oracle serving
 the same counter give the same tool, the same texts the model would read and the same
 episode returns, including an invalid action (a recoverable protocol error), and a second
-batch reset on the sessions the instances kept."""
+batch reset on the sessions the instances kept (every reward asked once the batch's tool
+calls are done, as TRL does, so the final states are read together). The recorder's worker
+re-inspects the peer with its own client and finds the identity the run inspected: a
+recorded step against openenv's server is not refused as a changed environment."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kiln_verify.openenv.collect.controls import CollectionOptions
+from kiln_verify.trl.batch import reinspect
 from kiln_verify.trl.factory import OpenEnvToolFactory
+from kiln_verify.trl.run import OpenEnvRun
+from kiln_verify.trl.worker import RecordingWorker
 
 ROW: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}]}
 
@@ -50,3 +56,20 @@ def test_the_factory_plays_openenv_s_server_as_it_plays_the_oracle(
     assert "amount" in names
     assert all(texts)
     assert returns[0] != returns[1]
+
+
+def test_the_recording_worker_re_inspects_openenv_s_server_unchanged(
+    openenv_urls: dict[str, str],
+) -> None:
+    url = openenv_urls["counter"]
+    run = OpenEnvRun(url, options=CollectionOptions(group_size=2, thinking=False))
+    try:
+        expected = (run.inspection.identity, run.inspection.environment_schema)
+        worker = RecordingWorker()
+        assert [worker.inspect(run.url, run.credential()).result(60) for _ in range(2)] == [
+            expected,
+            expected,
+        ]
+        assert run.loop.run(reinspect(run.client)) == expected
+    finally:
+        run.close()
