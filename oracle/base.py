@@ -110,6 +110,8 @@ class Environment(abc.ABC):
         self.step_count = 0
         self.done = False
         self._terminal_observation: JsonObject | None = None
+        #: State fields a fault profile adds (`unseeded-hidden-state`); set by the server.
+        self.fault_state: JsonObject = {}
 
     # -- called by the server framework ------------------------------------------------
 
@@ -144,6 +146,7 @@ class Environment(abc.ABC):
         """The full state as the WebSocket `state` message reports it."""
         state: JsonObject = {"episode_id": self.episode_id, "step_count": self.step_count}
         state.update(self._extra_state())
+        state.update(self.fault_state)
         return state
 
     # -- Task API (optional) -------------------------------------------------------------

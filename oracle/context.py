@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from oracle import schemas
-from oracle.base import Environment
+from oracle.base import Environment, Outcome
 from oracle.faults import Faults
 from oracle.tools import ToolEnvironment
 from oracle.validation import (
@@ -77,6 +77,10 @@ class HttpSession:
     closing: bool = False
 
 
+#: `ignore-seed`: the N-th such reset plays this seed plus N, whatever seed it was given.
+IGNORED_SEED_BASE = 1_000_000
+
+
 class ServerContext:
     """Per-server configuration, precomputed documents and live session counters."""
 
@@ -98,6 +102,8 @@ class ServerContext:
         self.http_sessions: dict[str, HttpSession] = {}
         self.ws_resets = 0
         self.reset_nonce = 0
+        #: Resets under `ignore-seed`, `ignore-episode-id` or `unseeded-hidden-state`.
+        self.unseeded_resets = 0
 
     def make_env(self) -> Environment:
         """The environment factory; the `factory-error` fault makes every call fail."""
@@ -191,6 +197,30 @@ class ServerContext:
         value = (headers or {}).get(b"authorization", b"")
         scheme, _, credential = value.partition(b" ")
         return bool(scheme.lower() == b"bearer" and hmac.compare_digest(credential, self.token))
+
+    def reset(self, env: Environment, payload: Mapping[str, Any]) -> Outcome:
+        """Reset `env` from `payload` as the seed and episode-id fault profiles say.
+
+        `ignore-seed` plays seed `IGNORED_SEED_BASE + N`, `ignore-episode-id` names the
+        episode `oracle-episode-N`, and `unseeded-hidden-state` puts `hidden_draw: N` in the
+        state only, where N counts such resets on this server (WebSocket and HTTP), so two
+        resets never agree and a test run is still reproducible.
+        """
+        faults = self.faults
+        if not (faults.ignore_seed or faults.ignore_episode_id or faults.unseeded_hidden_state):
+            return env.reset(payload)
+        self.unseeded_resets += 1
+        draw = self.unseeded_resets
+        effective = dict(payload)
+        if faults.ignore_seed:
+            effective["seed"] = IGNORED_SEED_BASE + draw
+        if faults.ignore_episode_id:
+            effective.pop("episode_id", None)
+        outcome = env.reset(effective)
+        if faults.ignore_episode_id:
+            env.episode_id = f"oracle-episode-{draw}"
+        env.fault_state = {"hidden_draw": draw} if faults.unseeded_hidden_state else {}
+        return outcome
 
     def decorate_reset(self, observation: dict[str, Any], authorization: str | None) -> None:
         """Apply `reflect-authorization` and `nondeterministic-reset` to a reset observation."""

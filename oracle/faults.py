@@ -39,6 +39,12 @@ class Faults:
     require_bearer: str | None = None
     identity_drift: int | None = None
     nondeterministic_reset: bool = False
+    #: Reset plays the game of a seed of its own (a count of resets), never the one asked for.
+    ignore_seed: bool = False
+    #: Reset never keeps a requested `episode_id`: every episode gets a fresh one.
+    ignore_episode_id: bool = False
+    #: Reset draws a hidden value the seed does not fix, shown only in the state.
+    unseeded_hidden_state: bool = False
     flaky_capacity: int | None = None
     factory_error: bool = False
     #: Status of `GET /list_environments`; 404 also removes the Task API (openenv-core 0.3.0).
@@ -119,6 +125,9 @@ _SPECS: Mapping[str, _Spec] = {spec.name: spec for spec in (
     _Spec("require-bearer", "require_bearer", "required", _env_var),
     _Spec("identity-drift", "identity_drift", "required", lambda n, t: _count(n, t, 0)),
     _Spec("nondeterministic-reset", "nondeterministic_reset", "none"),
+    _Spec("ignore-seed", "ignore_seed", "none"),
+    _Spec("ignore-episode-id", "ignore_episode_id", "none"),
+    _Spec("unseeded-hidden-state", "unseeded_hidden_state", "none"),
     _Spec("flaky-capacity", "flaky_capacity", "required", lambda n, t: _count(n, t, 1)),
     _Spec("factory-error", "factory_error", "none"),
     _Spec("inventory-status", "inventory_status", "required", _status),

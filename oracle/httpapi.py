@@ -81,7 +81,7 @@ def _reset(ctx: ServerContext, request: Request) -> Response:
     kwargs, errors = reset_body_errors(body)
     if errors:
         raise BodyError(422, errors)
-    outcome = ctx.make_env().reset(kwargs)
+    outcome = ctx.reset(ctx.make_env(), kwargs)
     observation = dict(outcome.observation)
     ctx.decorate_reset(observation, request.authorization)
     return _observation_response(observation, outcome.reward, outcome.done)

@@ -197,9 +197,9 @@ class WebSocketSession:
 
     async def _reset(self, message: dict[str, Any]) -> None:
         _check(envelope_errors(message, data="optional"))
-        outcome = self._env().reset(message.get("data", {}))
-        observation = dict(outcome.observation)
         ctx = self.ctx
+        outcome = ctx.reset(self._env(), message.get("data", {}))
+        observation = dict(outcome.observation)
         ctx.decorate_reset(observation, self.authorization)
         ctx.count_reset()
         frame = observation_frame(observation, outcome.reward, outcome.done)

@@ -12,6 +12,8 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK, InvalidStatus
 
+from oracle.context import IGNORED_SEED_BASE
+from oracle.envs.maze import MazeEnvironment
 from oracle.faults import (
     DEFAULT_OVERSIZED_BYTES,
     DEFAULT_UNSOLICITED_SECONDS,
@@ -53,6 +55,9 @@ def test_parse_every_profile() -> None:
             "require-bearer=ORACLE_TOKEN",
             "identity-drift=2",
             "nondeterministic-reset",
+            "ignore-seed",
+            "ignore-episode-id",
+            "unseeded-hidden-state",
             "flaky-capacity=4",
             "factory-error",
             "inventory-status=404",
@@ -70,6 +75,9 @@ def test_parse_every_profile() -> None:
         require_bearer="ORACLE_TOKEN",
         identity_drift=2,
         nondeterministic_reset=True,
+        ignore_seed=True,
+        ignore_episode_id=True,
+        unseeded_hidden_state=True,
         flaky_capacity=4,
         factory_error=True,
         inventory_status=404,
@@ -292,6 +300,49 @@ def test_nondeterministic_reset_changes_the_same_seed(start: Start) -> None:
         second = ask(ws, RESET)["data"]["observation"]["input_text"]
     assert first != second
     assert first.startswith("total is 0")
+
+
+def _reset_and_state(ws: Any, data: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    observation = ask(ws, {"type": "reset", "data": data})["data"]["observation"]
+    state = ask(ws, {"type": "state"})["data"]
+    return observation, state
+
+
+def test_ignore_seed_plays_a_seed_of_its_own(start: Start) -> None:
+    server = start(MazeEnvironment, faults=["ignore-seed"])
+    with open_ws(server.ws_url) as ws:
+        first, first_state = _reset_and_state(ws, {"seed": 3})
+        second, second_state = _reset_and_state(ws, {"seed": 3})
+    assert first != second  # another maze for the same seed
+    played = (first_state["seed"], second_state["seed"])
+    assert played == (IGNORED_SEED_BASE + 1, IGNORED_SEED_BASE + 2)
+    # the episode id is still derived from the seed played, not from the one asked for
+    assert first_state["episode_id"] == f"episode-{IGNORED_SEED_BASE + 1}"
+    reply = httpx.post(f"{server.base_url}/reset", json={"seed": 3}, timeout=5).json()
+    assert reply["observation"] not in (first, second)
+
+
+def test_ignore_episode_id_keeps_no_requested_id(start: Start) -> None:
+    server = start(faults=["ignore-episode-id"])
+    with open_ws(server.ws_url) as ws:
+        _, named = _reset_and_state(ws, {"seed": 3, "episode_id": "run-7"})
+        _, unnamed = _reset_and_state(ws, {"seed": 3})
+    assert (named["episode_id"], unnamed["episode_id"]) == ("oracle-episode-1", "oracle-episode-2")
+    # the game itself still follows the seed
+    assert named == {**unnamed, "episode_id": "oracle-episode-1"}
+
+
+def test_unseeded_hidden_state_shows_only_in_the_state(start: Start) -> None:
+    plain = start()
+    server = start(faults=["unseeded-hidden-state"])
+    with open_ws(plain.ws_url) as ws:
+        expected, expected_state = _reset_and_state(ws, {"seed": 3})
+    with open_ws(server.ws_url) as ws:
+        first, first_state = _reset_and_state(ws, {"seed": 3})
+        second, second_state = _reset_and_state(ws, {"seed": 3})
+    assert first == second == expected
+    assert first_state == {**expected_state, "hidden_draw": 1}
+    assert second_state == {**expected_state, "hidden_draw": 2}
 
 
 def test_flaky_capacity_refuses_every_nth_session(start: Start) -> None:
