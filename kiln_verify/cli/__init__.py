@@ -67,6 +67,7 @@ def _root(
 def build_app(groups: Sequence[str] = tuple(GROUPS), subcommand: str | None = None) -> typer.Typer:
     """The root application with the named command groups attached, in a fixed order;
     ``subcommand``: the one a single group needs (a group may then attach only that one)."""
+    from kiln_verify.cli.help import APP_SETTINGS, HelpGroup
     from kiln_verify.cli.output import CONTEXT_SETTINGS
 
     root = typer.Typer(
@@ -76,11 +77,12 @@ def build_app(groups: Sequence[str] = tuple(GROUPS), subcommand: str | None = No
         add_completion=True,
         pretty_exceptions_enable=False,
         context_settings=CONTEXT_SETTINGS,
+        **APP_SETTINGS,  # click's plain help layout, inherited by every command
     )
     root.callback()(_root)
     for name in GROUPS:
         if name in groups:
-            root.add_typer(GROUPS[name](subcommand), name=name)
+            root.add_typer(GROUPS[name](subcommand), name=name, cls=HelpGroup)
     return root
 
 

@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kiln_verify.cli import collection_options as opts
+from kiln_verify.cli.help import one_of
 from kiln_verify.cli.output import fail
 from kiln_verify.cli.progress import CollectionProgress, run_interruptible
 from kiln_verify.errors import KilnError, UsageError
@@ -157,7 +158,7 @@ def _evaluate(
     baseline_policy: Annotated[
         str | None,
         typer.Option(
-            "--baseline-policy", metavar="NAME", help=f"Baseline policy: {'|'.join(POLICY_NAMES)}."
+            "--baseline-policy", metavar="NAME", help=f"Baseline policy: {one_of(POLICY_NAMES)}."
         ),
     ] = None,
     baseline_policy_option: Annotated[
@@ -171,7 +172,7 @@ def _evaluate(
         typer.Option(
             "--candidate-policy",
             metavar="NAME",
-            help=f"Candidate policy: {'|'.join(POLICY_NAMES)}.",
+            help=f"Candidate policy: {one_of(POLICY_NAMES)}.",
         ),
     ] = None,
     candidate_policy_option: Annotated[

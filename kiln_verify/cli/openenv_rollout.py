@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kiln_verify.cli import collection_options as opts
+from kiln_verify.cli.help import one_of
 from kiln_verify.cli.output import fail, print_json
 from kiln_verify.cli.progress import CollectionProgress, run_interruptible
 from kiln_verify.errors import KilnError
@@ -42,7 +43,7 @@ __all__ = ["register"]
 
 PolicyName = Annotated[
     str,
-    typer.Option("--policy", metavar="NAME", help=f"Behaviour policy: {'|'.join(POLICY_NAMES)}."),
+    typer.Option("--policy", metavar="NAME", help=f"Behaviour policy: {one_of(POLICY_NAMES)}."),
 ]
 PolicyOptions = Annotated[
     list[str] | None,

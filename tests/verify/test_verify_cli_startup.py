@@ -59,4 +59,4 @@ def test_group_help_lists_every_subcommand() -> None:
     out, probe = _run("openenv", "--help")
     assert probe["code"] == 0
     for name in ("inspect", "tasks", "verify", "rollout", "replay", "evaluate"):
-        assert f"│ {name} " in out
+        assert f"\n  {name}  " in out
