@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kiln_verify.errors.base import KilnError
 
@@ -169,9 +169,16 @@ class EnvironmentIdentityChanged(OpenEnvError):
 
 
 class ResetNondeterministic(OpenEnvError):
-    """Candidates of one group got different reset observations or prompts for one seed."""
+    """Candidates of one group got different reset observations, prompts or hidden states
+    for one seed.
+
+    ``conformance_case`` names the conformance case that tests the same rule before any
+    collection (two fresh sessions reset with one seed), so a refusal and the conformance
+    report's ``collectable`` verdict point at the same evidence.
+    """
 
     code = "reset_nondeterministic"
+    conformance_case: ClassVar[str] = "determinism.fresh-session-same-seed"
     default_hint = (
         "reset(seed) must be deterministic: derive every random choice of reset from the seed"
     )
@@ -215,12 +222,13 @@ class ReplayDrift(OpenEnvError):
         totals: Mapping[str, int] | None = None,
         drifted: Sequence[Mapping[str, Any]] | None = None,
         detail: Mapping[str, Any] | None = None,
+        fields: tuple[str, ...] = (),
     ) -> None:
         self.drift = dict(drift)
         self.totals = dict(totals) if totals is not None else None
         self.drifted = [dict(item) for item in drifted] if drifted is not None else None
         self.detail = dict(detail) if detail is not None else None
-        super().__init__(rule, hint=hint)
+        super().__init__(rule, hint=hint, fields=fields)
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
@@ -232,6 +240,30 @@ class ReplayDrift(OpenEnvError):
         if self.detail is not None:
             out["detail"] = dict(self.detail)
         return out
+
+
+class EpisodeIdIgnored(ReplayDrift):
+    """A reset payload named an ``episode_id`` and the server's state reports another.
+
+    OpenEnv's ``reset(seed, episode_id)`` should keep the id it is given; many example
+    servers build ``State(episode_id=str(uuid4()))`` instead. That is not a seed the game
+    ignores, so it has its own code and a hint that points at the reset payload rather than
+    at the game's randomness: in ``rollout`` (a candidate's state read right after reset)
+    and in live replay (a ``final_state.episode_id`` drift whose live value is not the one
+    the payload named) alike. It is a :class:`ReplayDrift` so that replay's totals, drifted
+    locations and detail travel with it; ``drift`` locates it in rollout too (stage
+    ``state``, field ``state.episode_id``). ``conformance_case`` names the case that tests
+    the rule (a reset naming an episode id, then ``state``).
+    """
+
+    code = "episode_id_ignored"
+    conformance_case: ClassVar[str] = "ws.episode-id-echo"
+    default_hint = (
+        "the server does not keep the episode_id a reset names (OpenEnv's reset(seed, "
+        "episode_id) should store it in State.episode_id): fix the environment, or leave "
+        "episode_id out of the reset options, so that each session's own id is session "
+        "identity, compared by presence and JSON type only"
+    )
 
 
 class TaskApiInvalid(OpenEnvError):

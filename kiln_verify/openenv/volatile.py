@@ -17,6 +17,10 @@ suite's determinism case:
   store, and the field is compared exactly like every other field;
 - ``strict=True`` turns the rule off: everything is compared exactly.
 
+A field the payload set and the server did not keep is a cause of its own, not drift
+(:func:`ignored_identity`; ``episode_id_ignored`` in rollout and replay alike): the fix is
+in the reset payload or the server, never in the game's seeding.
+
 What it cannot detect: an environment that *should* have echoed a caller's episode id but
 invents its own is still caught (the payload set it, so it is exact), but an environment
 whose ``episode_id`` leaks hidden per-episode state (say, the seed of a game it did not
@@ -41,6 +45,7 @@ __all__ = [
     "StateComparison",
     "VolatileValue",
     "compare_states",
+    "ignored_identity",
     "json_type",
     "mask_volatile",
     "volatile_state_fields",
@@ -93,6 +98,24 @@ def volatile_state_fields(
     if not isinstance(state, dict):
         return ()
     return tuple(name for name in fields if name in state)
+
+
+def ignored_identity(reset_payload: Mapping[str, Any] | None, state: Any) -> str | None:
+    """The first identity field ``reset_payload`` set that ``state`` reports otherwise.
+
+    ``None`` when the payload set none, when the state is not an object or does not carry
+    the field (nothing contradicts the request), or when it holds exactly the requested
+    value (type-strict, as every comparison here: ``"7"`` is not ``7``).
+    """
+    if reset_payload is None or not isinstance(state, dict):
+        return None
+    for name in VOLATILE_STATE_FIELDS:
+        if not _payload_sets(reset_payload, name) or name not in state:
+            continue
+        requested, reported = reset_payload[name], state[name]
+        if json_type(requested) != json_type(reported) or requested != reported:
+            return name
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from kiln_verify.errors import (
     EnvironmentIdentityChanged,
+    ResetNondeterministic,
     TrlBatchAmbiguous,
     TrlRecordingFailed,
     TrlRewardNotFinite,
@@ -236,9 +237,12 @@ def _collection(
             if not same_start(
                 head.messages, head.reset_observation, other.messages, other.reset_observation
             ):
+                # the collector's rule and code, named inside the recorder's own error
                 raise TrlRecordingFailed(
                     f"group {first // size}: candidate {other.candidate_index} was reset to "
-                    "another observation than candidate 0 (reset_nondeterministic)"
+                    "another observation than candidate 0; reset(seed) must be deterministic "
+                    f"({ResetNondeterministic.code}, conformance case "
+                    f"{ResetNondeterministic.conformance_case})"
                 )
         plan = members[0].slot.plan
         groups.append(CollectedGroup(plan, head.messages, head.reset_observation, results))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kiln_verify.errors import ResetNondeterministic, UsageError
+from kiln_verify.errors import EpisodeIdIgnored, ResetNondeterministic, UsageError
 from kiln_verify.limits import MAX_ERROR_SNIPPET_CHARS, MAX_REPLAY_DRIFT_PATH_CHARS
 from kiln_verify.openenv.collect import run_collection
 from kiln_verify.openenv.collect.groupcheck import GroupCheck
@@ -52,14 +52,14 @@ def _state(secret: Any, episode_id: Any = None) -> dict[str, Any]:
 
 def _run(
     arrivals: list[tuple[int, str, dict[str, Any]]], plan: GroupPlan = PLAN
-) -> tuple[list[bool], ResetNondeterministic | None]:
+) -> tuple[list[bool], ResetNondeterministic | EpisodeIdIgnored | None]:
     """Feed the arrivals in order; what each was told, and the error the last one raised."""
     check: GroupCheck[_Start] = GroupCheck(plan, len(arrivals), "http://x")
     told: list[bool] = []
     for index, observation, state in arrivals:
         try:
             told.append(check.arrive(index, _Start(observation), state))
-        except ResetNondeterministic as exc:
+        except (ResetNondeterministic, EpisodeIdIgnored) as exc:
             return told, exc
     return told, None
 
@@ -68,14 +68,15 @@ def _hidden(index: int, path: str = "state.secret") -> str:
     return (
         f"{WHERE}: candidate {index} got the same reset observation as candidate 0 but a "
         f"different hidden state (the state read right after reset differs first at "
-        f"{path!r}); reset(seed) must be deterministic"
+        f"{path!r}); reset(seed) must be deterministic "
+        "(conformance case determinism.fresh-session-same-seed)"
     )
 
 
 def _observation(index: int) -> str:
     return (
         f"{WHERE}: candidate {index} got a different reset observation than candidate 0; "
-        "reset(seed) must be deterministic"
+        "reset(seed) must be deterministic (conformance case determinism.fresh-session-same-seed)"
     )
 
 
@@ -113,13 +114,69 @@ def test_every_arrival_order_gives_one_verdict(
         assert all(not ok for ok in told[first_false:]), order
 
 
-def test_an_episode_id_the_payload_named_is_compared_exactly() -> None:
-    plan = GroupPlan(3, 1, 7, {"episode_id": "run-7", "seed": 7})
+def _ignored(index: int) -> str:
+    return (
+        f"{WHERE}: candidate {index}: the reset payload named episode_id 'run-7' but the state "
+        "read right after reset reports another; the server ignores a requested episode_id "
+        "(conformance case ws.episode-id-echo)"
+    )
+
+
+NAMED = GroupPlan(3, 1, 7, {"episode_id": "run-7", "seed": 7})
+IGNORED_GROUPS: list[tuple[list[tuple[str, dict[str, Any]]], str]] = [
+    # candidate 1 keeps another id: its own finding, not a hidden-state difference
+    ([("o", _state(1, "run-7")), ("o", _state(1, "other")), ("o", _state(1, "run-7"))],
+     _ignored(1)),
+    # every candidate ignores it (OpenEnv's uuid4 servers): candidate 0 is named
+    ([("o", _state(1, "a")), ("o", _state(1, "b")), ("o", _state(1, "c"))], _ignored(0)),
+    # a constant id that is not the requested one is ignored too, although all agree
+    ([("o", _state(1, "x")), ("o", _state(1, "x"))], _ignored(0)),
+    # the lowest-indexed finding wins: another observation at 1 before an id at 2
+    ([("o", _state(1, "run-7")), ("p", _state(1, "run-7")), ("o", _state(1, "z"))],
+     _observation(1)),
+    # ... and an ignored id at 1 before a hidden state at 2
+    ([("o", _state(1, "run-7")), ("o", _state(1, "z")), ("o", _state(2, "run-7"))],
+     _ignored(1)),
+    # type-strict: the number 7 is not the string "run-7", nor "7" the number 7
+    ([("o", _state(1, "run-7")), ("o", _state(1, 7))], _ignored(1)),
+]  # fmt: skip
+
+
+def test_an_episode_id_the_payload_named_is_kept_or_refused_with_its_own_code() -> None:
     same = [(0, "o", _state(1, "run-7")), (1, "o", _state(1, "run-7"))]
-    assert _run(same, plan) == ([True, True], None)
-    _, error = _run([(0, "o", _state(1, "run-7")), (1, "o", _state(1, "other"))], plan)
-    assert error is not None
-    assert error.rule == _hidden(1, "state.episode_id")
+    assert _run(same, NAMED) == ([True, True], None)
+    # a state without episode_id does not contradict the request
+    assert _run([(0, "o", {"step_count": 0}), (1, "o", {"step_count": 0})], NAMED)[1] is None
+    for group, expected in IGNORED_GROUPS:
+        for order in itertools.permutations(range(len(group))):
+            _, error = _run([(index, *group[index]) for index in order], NAMED)
+            assert error is not None, (group, order)
+            assert error.rule == expected, (group, order)
+            if expected.startswith(f"{WHERE}: candidate 1 got a different"):
+                continue
+            assert isinstance(error, EpisodeIdIgnored)
+            assert error.code == "episode_id_ignored"
+            assert error.fields == ("reset_templates",)
+            assert error.hint is not None
+            assert "leave episode_id out of `reset_templates`" in error.hint
+            assert "seed" not in error.hint.split("(")[0]  # not "derive ... from the seed"
+            assert error.drift == {
+                "stage": "state", "environment_index": 1, "group_index": 3,
+                "candidate_index": int(expected[len(WHERE) + 12]), "field": "state.episode_id",
+            }  # fmt: skip
+
+
+def test_a_hidden_state_names_the_case_and_the_escape() -> None:
+    _, error = _run([(0, "o", _state(1)), (1, "o", _state(2))])
+    assert isinstance(error, ResetNondeterministic)
+    assert error.fields == ("state_check",)
+    assert error.hint is not None
+    assert error.hint.endswith("turn `state_check` off (--no-state-check)")
+    _, error = _run([(0, "o", _state(1)), (1, "p", _state(1))])
+    assert isinstance(error, ResetNondeterministic)
+    assert error.fields == ()
+    assert error.hint is not None
+    assert "state_check" not in error.hint  # no escape from another observation
 
 
 def test_the_path_is_bounded_and_values_are_never_echoed() -> None:
@@ -238,7 +295,8 @@ def test_a_different_reset_observation_keeps_its_message(
         asyncio.run(run_collection(controls, RandomPolicy()))
     assert caught.value.rule == (
         f"group 0 (environment 0, {handle.base_url}, seed 0): candidate 1 got a different "
-        "reset observation than candidate 0; reset(seed) must be deterministic"
+        "reset observation than candidate 0; reset(seed) must be deterministic "
+        "(conformance case determinism.fresh-session-same-seed)"
     )
     assert files_in(tmp_path) == []
 

@@ -77,7 +77,8 @@ def test_hidden_state_fails_the_group_by_default(
     assert caught.value.rule == (
         f"group 0 (environment 0, {url}, seed 0): candidate 1 got the same reset observation "
         "as candidate 0 but a different hidden state (the state read right after reset "
-        "differs first at 'state.secret'); reset(seed) must be deterministic"
+        "differs first at 'state.secret'); reset(seed) must be deterministic "
+        "(conformance case determinism.fresh-session-same-seed)"
     )
     assert _files(tmp_path) == []
 

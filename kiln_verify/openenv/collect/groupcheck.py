@@ -22,6 +22,14 @@ interleaved, with the first differing field path (bounded, no values). Until can
 arrives the earlier arrivals are kept, so at most ``group_size`` states (each at most
 ``MAX_SERVER_FRAME_BYTES``) are held, and only for the group's lifetime; they are not
 charged to the retained-bytes budget, which measures what the bundle keeps.
+
+A state that does not keep the ``episode_id`` the reset payload named is a finding of its
+own, found on that candidate's arrival (so the verdict is still independent of the order):
+when that candidate is the lowest-indexed one with a finding, the group fails with
+``episode_id_ignored``, whose cause is in the payload or the server, not in the game's
+seeding. Every refusal names the conformance case that tests its rule (the error class's
+``conformance_case``), the case the conformance report's ``collectable`` verdict rests on;
+``--no-state-check`` is offered only for a hidden state, where the observation agreed.
 """
 
 from __future__ import annotations
@@ -29,9 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from kiln_verify.errors import KilnError, ResetNondeterministic, snippet
+from kiln_verify.errors import EpisodeIdIgnored, KilnError, ResetNondeterministic, snippet
 from kiln_verify.openenv.collect.plan import GroupPlan
-from kiln_verify.openenv.volatile import compare_states
+from kiln_verify.openenv.volatile import compare_states, ignored_identity
 
 __all__ = ["GroupCheck", "SameStart", "different_reset", "state_read_failed"]
 
@@ -54,22 +62,62 @@ def _where(plan: GroupPlan, url: str) -> str:
     )
 
 
+def _case(error: type[ResetNondeterministic | EpisodeIdIgnored]) -> str:
+    return f"(conformance case {error.conformance_case})"
+
+
 def different_reset(plan: GroupPlan, url: str, candidate_index: int) -> ResetNondeterministic:
     """Candidate ``candidate_index`` saw other initial messages or another reset
     observation than candidate 0 (the group-integrity rule of contract §5.3)."""
     return ResetNondeterministic(
         f"{_where(plan, url)}: candidate {candidate_index} got a different reset "
-        "observation than candidate 0; reset(seed) must be deterministic"
+        "observation than candidate 0; reset(seed) must be deterministic "
+        + _case(ResetNondeterministic)
     )
 
 
 def _different_state(
     plan: GroupPlan, url: str, candidate_index: int, path: str
 ) -> ResetNondeterministic:
+    # The observation agreed, so collecting without the check is possible, knowingly.
     return ResetNondeterministic(
         f"{_where(plan, url)}: candidate {candidate_index} got the same reset observation as "
         "candidate 0 but a different hidden state (the state read right after reset differs "
-        f"first at {snippet(path)}); reset(seed) must be deterministic"
+        f"first at {snippet(path)}); reset(seed) must be deterministic "
+        + _case(ResetNondeterministic),
+        hint=(
+            "derive every random choice of reset from the seed, the hidden state's too; to "
+            "collect anyway, knowing that a group's candidates may then play different hidden "
+            "games (live replay reports their final states as drift), turn `state_check` off "
+            "(--no-state-check)"
+        ),
+        fields=("state_check",),
+    )
+
+
+def _ignored_identity(
+    plan: GroupPlan, url: str, candidate_index: int, name: str
+) -> EpisodeIdIgnored:
+    # --no-state-check is no escape here: the bundle would record final states that
+    # contradict its own reset payload, and every replay would refuse them.
+    return EpisodeIdIgnored(
+        f"{_where(plan, url)}: candidate {candidate_index}: the reset payload named {name} "
+        f"{snippet(plan.reset_payload[name])} but the state read right after reset reports "
+        f"another; the server ignores a requested {name} " + _case(EpisodeIdIgnored),
+        drift={
+            "stage": "state",
+            "environment_index": plan.environment_index,
+            "group_index": plan.group_index,
+            "candidate_index": candidate_index,
+            "field": f"{STATE_PATH}.{name}",
+        },
+        hint=(
+            f"the server does not keep the {name} a reset names (OpenEnv's reset(seed, "
+            f"episode_id) should store it in State.{name}): fix the environment, or leave "
+            f"{name} out of `reset_templates`, so that each session's own id is session "
+            "identity, compared by presence and JSON type only"
+        ),
+        fields=("reset_templates",),
     )
 
 
@@ -110,6 +158,7 @@ class GroupCheck(Generic[S]):
     __slots__ = (
         "_arrived",
         "_differences",
+        "_ignored",
         "_pending",
         "_zero",
         "failed",
@@ -129,6 +178,8 @@ class GroupCheck(Generic[S]):
         self._pending: dict[int, _Arrival[S]] = {}
         # candidate index -> "" (another observation) or the first differing state path
         self._differences: dict[int, str] = {}
+        # candidate index -> the identity field its state did not keep (episode_id)
+        self._ignored: dict[int, str] = {}
 
     def _difference(self, expected: _Arrival[S], actual: _Arrival[S]) -> str | None:
         """``None`` when equal, ``""`` for another start, else the state's differing path."""
@@ -148,8 +199,12 @@ class GroupCheck(Generic[S]):
 
     def arrive(self, index: int, start: S, state: Any) -> bool:
         """Record candidate ``index``; whether it may act. The last arrival of a group with
-        a difference raises ``reset_nondeterministic`` instead."""
+        a difference raises ``reset_nondeterministic`` or ``episode_id_ignored`` instead."""
         arrival = _Arrival(start, state)
+        ignored = ignored_identity(self.plan.reset_payload, state)
+        if ignored is not None:
+            self._ignored[index] = ignored
+            self.failed = True
         if index == 0:
             self._zero = arrival
             for other, pending in self._pending.items():
@@ -169,10 +224,16 @@ class GroupCheck(Generic[S]):
                 raise self._verdict()
         return not self.failed
 
-    def _verdict(self) -> ResetNondeterministic:
-        # A difference between two arrivals is a difference of one of them from candidate 0.
-        index = min(self._differences)
-        path = self._differences[index]
-        if not path:
+    def _verdict(self) -> ResetNondeterministic | EpisodeIdIgnored:
+        """The lowest-indexed candidate with a finding: another observation, else a requested
+        identity its state did not keep (which also explains a differing state), else a
+        hidden state. A difference between two arrivals is a difference of one of them
+        from candidate 0."""
+        index = min(self._differences.keys() | self._ignored.keys())
+        path = self._differences.get(index)
+        if path == "":
             return different_reset(self.plan, self.url, index)
+        if index in self._ignored:
+            return _ignored_identity(self.plan, self.url, index, self._ignored[index])
+        assert path is not None
         return _different_state(self.plan, self.url, index, path)
