@@ -1,9 +1,10 @@
 """Command-line conventions every command keeps (walked over the whole command tree).
 
 ``-h`` everywhere, ``--version``, shell completion that answers, readable metavars (no
-``<list[str]>`` or ``<int>``), boolean switches as ``--x/--no-x`` rather than a
-``true|false`` string, and on every command that has ``--json`` a usage error is printed
-as the same JSON error object as any other failure.
+``<list[str]>`` or ``<int>``, none on a flag), boolean switches as ``--x/--no-x`` rather
+than a ``true|false`` string, and on every command that has ``--json`` a usage error is
+printed as the same JSON error object as any other failure. The help layout itself
+(whole flag names at 60, 80 and 120 columns) is tests/cli/test_help_layout.py's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import typer
 from kiln_verify import __version__
 from kiln_verify.cli import app, main
 
-_UNREADABLE = ("<list[", "<str>", "<int>", "<float>", "<path>", "<optional")
+_UNREADABLE = ("<list[", "<str>", "<int>", "<float>", "<path>", "<optional", "<bool>", "boolean")
 
 
 def _commands() -> Iterator[tuple[list[str], Any]]:
