@@ -42,7 +42,11 @@ if TYPE_CHECKING:
     from kiln_verify.openenv.policy.registry import build_policy
     from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
     from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
-    from kiln_verify.openenv.records.reports import ReplayRunReport, VerificationReport
+    from kiln_verify.openenv.records.reports import (
+        ReplayRunReport,
+        ReplayRunResult,
+        VerificationReport,
+    )
     from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
     from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
     from kiln_verify.openenv.replay.engine import replay_bundle
@@ -74,6 +78,7 @@ __all__ = [
     "RenderedReport",
     "ReplayManifest",
     "ReplayRunReport",
+    "ReplayRunResult",
     "RolloutSummary",
     "UsageError",
     "VerificationReport",
@@ -123,6 +128,7 @@ _LAZY: Final[dict[str, str]] = {
     "read_summary": "kiln_verify.openenv.records.summary",
     "VerificationReport": "kiln_verify.openenv.records.reports",
     "ReplayRunReport": "kiln_verify.openenv.records.reports",
+    "ReplayRunResult": "kiln_verify.openenv.records.reports",
     "EnvironmentEvaluationReceipt": "kiln_verify.openenv.records.evaluation",
     # errors
     "KilnError": "kiln_verify.errors",

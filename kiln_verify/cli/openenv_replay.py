@@ -5,10 +5,12 @@ re-run of every recorded exchange. Exit 0 with the ``kiln.openenv-replay-run.v1`
 report; exit 1 with a typed error (``replay_drift`` names environment, group,
 candidate, step and field of the first drift and counts every drifted candidate and
 exchange; transport and timeout errors keep the client's codes); exit 2 for usage
-errors (a wrong number of ``--credential-env`` slots, say). ``--json`` prints the
-report, or ``{"error": {...}}`` with the drift, its totals and its ``detail`` (every
-drifted exchange kept), on stdout: saved to a file, either one is what ``openenv report
---replay-run`` renders. The lines printed without ``--json`` leave the detail out.
+errors (a wrong number of ``--credential-env`` slots, say). ``--json`` prints
+``{"report": <Kiln's exact kiln.openenv-replay-run.v1>, "kiln_verify": <our
+kiln-verify.replay-run-notes.v1>}``, or ``{"error": {...}}`` with the drift, its totals
+and its ``detail`` (every drifted exchange kept), on stdout: saved to a file, either one is
+what ``openenv report --replay-run`` renders. The lines printed without ``--json`` leave
+the detail out.
 
 ``--environment-url OLD=NEW`` replays a moved deployment; ``--oracle [NAME]`` starts the
 embedded oracle in-process (by default the server matching each captured identity) and
@@ -28,7 +30,7 @@ from typer.core import TyperCommand
 from kiln_verify.cli.embedded_oracle import EmbeddedOracle
 from kiln_verify.cli.output import fail
 from kiln_verify.errors import KilnError, ReplayDrift
-from kiln_verify.openenv.records.reports import ReplayRunReport
+from kiln_verify.openenv.records.reports import ReplayRunResult
 from kiln_verify.openenv.records.serialize import report_bytes
 from kiln_verify.openenv.replay import (
     DEFAULT_CAPACITY_WAIT_S,
@@ -76,16 +78,19 @@ def _drift_lines(exc: ReplayDrift) -> list[str]:
     return lines
 
 
-def _table(report: ReplayRunReport) -> Table:
+def _table(result: ReplayRunResult) -> Table:
     table = Table(title="OpenEnv bundle replayed live: no drift", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
-    for key, value in report.to_json().items():
-        if key == "volatile":
-            value = ", ".join(value) + " (presence and JSON type only)"
-        elif key == "environment_remaps":
-            value = "; ".join(_remap_text(entry) for entry in value)
+    for key, value in result.report.to_json().items():
         table.add_row(key, str(value))
+    notes = result.notes
+    if notes.volatile:
+        volatile = ", ".join(notes.volatile) + " (presence and JSON type only)"
+        table.add_row("volatile", volatile)
+    if notes.environment_remaps:
+        remaps = "; ".join(_remap_text(entry.to_json()) for entry in notes.environment_remaps)
+        table.add_row("environment_remaps", remaps)
     return table
 
 
@@ -167,7 +172,7 @@ def replay_command(
     try:
         remaps = [parse_environment_url(text) for text in environment_url or []]
         provider = None if oracle is None else EmbeddedOracle(oracle).replay_provider()
-        report = replay_bundle(
+        result = replay_bundle(
             summary,
             dataset_path=dataset,
             replay_path=replay,
@@ -182,9 +187,9 @@ def replay_command(
         extra = _drift_lines(exc) if isinstance(exc, ReplayDrift) else None
         fail(exc, as_json=as_json, extra_lines=extra)
     if as_json:
-        typer.echo(report_bytes(report).decode("utf-8"), nl=False)
+        typer.echo(report_bytes(result).decode("utf-8"), nl=False)
         return
-    Console().print(_table(report))
+    Console().print(_table(result))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,14 @@ The drifted exchanges themselves, and how a rendering is made readable, are
 
 from __future__ import annotations
 
-from kiln_verify.openenv.records.reports import ReplayRunReport
+from typing import Final
+
+from kiln_verify.openenv.records.reports import (
+    EnvironmentRemap,
+    ReplayRunNotes,
+    ReplayRunReport,
+    ReplayRunResult,
+)
 from kiln_verify.report.document import (
     Bar,
     Block,
@@ -37,7 +44,7 @@ from kiln_verify.report.replay_diffs import (
     readable,
     tone,
 )
-from kiln_verify.report.replay_input import DriftDetail, ReplayDriftError, ReplayResult
+from kiln_verify.report.replay_input import ReplayDriftError, ReplayResult
 
 __all__ = ["readable", "replay_document"]
 
@@ -53,12 +60,20 @@ def _run(replay_sha256: str, environments: int, groups: int) -> KeyValues:
     )
 
 
-def _volatile(paths: list[str] | None) -> Section:
+_NOT_RECORDED: Final = (
+    "Not recorded: this is Kiln's kiln.openenv-replay-run.v1 report alone, without the "
+    "kiln-verify.replay-run-notes.v1 that openenv replay --json prints beside it."
+)
+
+
+def _volatile(paths: list[str] | None, *, recorded: bool = True) -> Section:
     note = Paragraph(
         "State fields that are per-session identity (a fresh uuid per reset unless the reset "
         "payload names one) are compared by presence and JSON type only; --strict-state "
         "compares them exactly."
     )
+    if not recorded:
+        return Section("Volatile fields", (note, Paragraph(_NOT_RECORDED)), "volatile")
     if not paths:
         return Section("Volatile fields", (note, Paragraph("None in this replay.")), "volatile")
     rows = tuple((Cell(path),) for path in paths)
@@ -66,8 +81,9 @@ def _volatile(paths: list[str] | None) -> Section:
     return Section("Volatile fields", (note, table), "volatile")
 
 
-def _remaps(report: ReplayRunReport | DriftDetail) -> Section:
-    remaps = report.environment_remaps or []
+def _remaps(remaps: list[EnvironmentRemap] | None, *, recorded: bool = True) -> Section:
+    if not recorded:
+        return Section("Environment remaps", (Paragraph(_NOT_RECORDED),), "remaps")
     if not remaps:
         text = "None: every environment was replayed at its recorded base URL."
         return Section("Environment remaps", (Paragraph(text),), "remaps")
@@ -105,7 +121,9 @@ def _counts_table(rows: list[tuple[str, int | None, int]]) -> Table:
     )
 
 
-def _clean(report: ReplayRunReport) -> Document:
+def _clean(report: ReplayRunReport, notes: ReplayRunNotes | None) -> Document:
+    volatile = None if notes is None else notes.volatile
+    remaps = None if notes is None else notes.environment_remaps
     verdict = Notice(
         "No drift: every recorded reset, step and final state replayed exactly, and every "
         "environment kept its identity.",
@@ -142,8 +160,8 @@ def _clean(report: ReplayRunReport) -> Document:
         sections=(
             Section("Verdict", (verdict, run, extra), "verdict"),
             Section("Totals", (totals,), "totals"),
-            _volatile(report.volatile),
-            _remaps(report),
+            _volatile(volatile, recorded=notes is not None),
+            _remaps(remaps, recorded=notes is not None),
         ),
     )
 
@@ -231,7 +249,7 @@ def _drifted(error: ReplayDriftError) -> Document:
             f"{totals.drifted_exchanges} of {totals.exchanges} step exchanges drifted"
         )
     sections.append(_volatile(detail.volatile))
-    sections.append(_remaps(detail))
+    sections.append(_remaps(detail.environment_remaps))
     if detail.identities:
         sections.append(identities_section(detail))
     if totals is not None:
@@ -247,6 +265,8 @@ def _drifted(error: ReplayDriftError) -> Document:
 
 def replay_document(result: ReplayResult) -> Document:
     """The report of a replay result: the drift page, or the clean-replay page."""
+    if isinstance(result, ReplayRunResult):
+        return _clean(result.report, result.notes)
     if isinstance(result, ReplayRunReport):
-        return _clean(result)
+        return _clean(result, None)
     return _drifted(result)

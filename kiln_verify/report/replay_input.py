@@ -1,20 +1,25 @@
 """A saved live-replay result, read strictly: what ``openenv replay --json`` printed.
 
-Exactly two shapes are accepted, the two a finished replay prints:
+Three shapes are accepted: the two a finished replay prints, and Kiln's bare report.
 
-- the ``kiln.openenv-replay-run.v1`` report of a replay that found no drift
-  (:class:`~kiln_verify.openenv.records.reports.ReplayRunReport`);
+- ``{"report": ..., "kiln_verify": ...}`` of a replay that found no drift: Kiln's exact
+  ``kiln.openenv-replay-run.v1`` report and our ``kiln-verify.replay-run-notes.v1`` beside
+  it (:class:`~kiln_verify.openenv.records.reports.ReplayRunResult`);
+- a bare ``kiln.openenv-replay-run.v1`` report (what Kiln's own replay writes, or the
+  ``report`` taken out of ours): the page then says the notes were not recorded;
 - ``{"error": {...}}`` whose error is ``replay_drift`` *with* its ``detail`` (every drifted
   exchange kept, by candidate; :mod:`kiln_verify.openenv.replay.detail`).
 
 Anything else is ``record_invalid``: another error (a transport failure, a usage error: the
-replay did not finish, so there is no drift to show), a drift written without its detail
-(by an older kiln-verify), unknown or missing keys at any depth, values out of range, and
-a document that contradicts itself. The file is not trusted, so its redundancy is checked
-as the conformance reader checks its own: kept and omitted candidates add up to
-``totals.drifted_candidates``, each candidate's kept and omitted drifts to its counts,
-the first kept drift is the error's ``drift``, candidates come in replay order, and the
-bounds a replay keeps to hold. Names, paths and renderings are peer text, rendered escaped.
+replay did not finish, so there is no drift to show), a drift written without its detail (by
+an older kiln-verify), a report carrying ``volatile`` or ``environment_remaps`` inside
+Kiln's closed record (what kiln-verify wrote before the notes moved beside it), unknown or
+missing keys at any depth, values out of range, and a document that contradicts itself. The
+file is not trusted, so its redundancy is checked as the conformance reader checks its own:
+kept and omitted candidates add up to ``totals.drifted_candidates``, each candidate's kept
+and omitted drifts to its counts, the first kept drift is the error's ``drift``, candidates
+come in replay order, and the bounds a replay keeps to hold. Names, paths and renderings are
+peer text, rendered escaped.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from kiln_verify.limits import (
     MAX_REPLAY_DRIFTS_PER_CANDIDATE,
     REPORT_MAX_REPLAY_BYTES,
 )
-from kiln_verify.openenv.records.reports import EnvironmentRemap, ReplayRunReport
+from kiln_verify.openenv.records.reports import EnvironmentRemap, ReplayRunReport, ReplayRunResult
 from kiln_verify.openenv.verify.files import read_bounded
 from kiln_verify.records import U64, Record, Sha256, validate_record
 
@@ -148,8 +153,9 @@ class ReplayDriftError(Record):
     detail: DriftDetail
 
 
-ReplayResult = ReplayRunReport | ReplayDriftError
-"""What a finished replay reported: no drift, or the drift."""
+ReplayResult = ReplayRunResult | ReplayRunReport | ReplayDriftError
+"""What a finished replay reported: no drift (with our notes, or Kiln's report alone), or
+the drift."""
 
 
 def _where(drift: DriftLocation | ExchangeDrift) -> dict[str, Any]:
@@ -219,10 +225,12 @@ def read_replay_result(path: str | os.PathLike[str]) -> ReplayResult:
     )
     value = loads_object(data, max_bytes=REPORT_MAX_REPLAY_BYTES, source=shown)
     if "error" not in value:
+        if "report" in value:
+            return validate_record(ReplayRunResult, value, source=shown)
         if "schema" not in value:
             raise RecordInvalid(
-                "neither a kiln.openenv-replay-run.v1 report nor a replay_drift error (the two "
-                "documents `openenv replay --json` prints)",
+                "neither a replay result, a kiln.openenv-replay-run.v1 report nor a "
+                "replay_drift error (the documents `openenv replay --json` prints)",
                 path=shown,
             )
         return validate_record(ReplayRunReport, value, source=shown)

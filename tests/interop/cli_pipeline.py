@@ -74,9 +74,11 @@ def inspect_collect_verify_replay(url: str, workdir: Path,
     )
 
 
-def expect_clean_replay(run: CliRun) -> dict[str, Any]:
-    """The replay report of a clean replay (a fresh uuid ``episode_id`` per reset is
-    session identity, not drift: ``kiln_verify/openenv/volatile.py``)."""
+def expect_clean_replay(run: CliRun) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Kiln's replay report of a clean replay and our notes beside it (a fresh uuid
+    ``episode_id`` per reset is session identity, not drift:
+    ``kiln_verify/openenv/volatile.py``)."""
     assert run.returncode == 0, run.explain()
-    report: dict[str, Any] = run.json()
-    return report
+    printed: dict[str, Any] = run.json()
+    assert list(printed) == ["report", "kiln_verify"]
+    return printed["report"], printed["kiln_verify"]

@@ -124,9 +124,9 @@ def test_rollout_and_verify(pipeline: Pipeline) -> None:
 
 
 def test_replay_is_clean(pipeline: Pipeline) -> None:
-    report = expect_clean_replay(pipeline.replay)
+    report, notes = expect_clean_replay(pipeline.replay)
     assert (report["groups"], report["rollouts"], report["environment_exchanges"]) == (8, 32, 256)
-    assert report["volatile"] == ["final_state.episode_id"]  # the uuid, by presence and type
+    assert notes["volatile"] == ["final_state.episode_id"]  # the uuid, by presence and type
 
 
 def test_conformance_verdicts(suite: dict[str, dict[str, Any]]) -> None:

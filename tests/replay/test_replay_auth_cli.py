@@ -42,11 +42,11 @@ def rotated(
 
 def test_rotated_token_replays(rotated: tuple[Path, ServerHandle]) -> None:
     summary, _ = rotated
-    report = replay_bundle(summary, credential_envs=[VAR])
+    report = replay_bundle(summary, credential_envs=[VAR]).report
     assert report.rollouts == 2
     code, out, err = _cli("--summary", str(summary), "--credential-env", VAR, "--json")
     assert code == 0, err
-    assert json.loads(out)["rollouts"] == 2
+    assert json.loads(out)["report"]["rollouts"] == 2
     assert NEW_TOKEN not in out + err
     assert OLD_TOKEN not in out + err
 
@@ -88,10 +88,12 @@ def test_cli_success_and_drift_reports(start: Start, restart: Restart, tmp_path:
     summary = collect_bundle(tmp_path, [handle.base_url], ONE_STEP, group_size=2, max_steps=2)
     code, out, err = _cli("--summary", str(summary), "--json")
     assert code == 0, err
-    report = json.loads(out)
+    printed = json.loads(out)
+    assert list(printed) == ["report", "kiln_verify"]
+    report = printed["report"]
     assert report["schema"] == "kiln.openenv-replay-run.v1"
     assert report["environment_exchanges"] == 4
-    assert set(report) == {
+    assert set(report) == {  # exactly Kiln's closed record, nothing of ours inside
         "schema",
         "replay_sha256",
         "environments",
@@ -100,10 +102,13 @@ def test_cli_success_and_drift_reports(start: Start, restart: Restart, tmp_path:
         "environment_exchanges",
         "capacity_retries",
         "environment_prefix_only_rollouts",
-        "volatile",
     }
     # the oracle's state carries `episode_id` ("episode-<seed>"): compared by presence and type
-    assert report["volatile"] == ["final_state.episode_id"]
+    assert printed["kiln_verify"] == {
+        "schema": "kiln-verify.replay-run-notes.v1",
+        "volatile": ["final_state.episode_id"],
+        "environment_remaps": [],
+    }
     code, out, err = _cli("--summary", str(summary))
     assert code == 0, err
     assert "no drift" in out

@@ -36,11 +36,11 @@ def test_a_moved_deployment_replays_with_the_remap_recorded(start: Start, tmp_pa
     assert new.port != old.port
     with pytest.raises(EnvironmentTransport):  # the recorded address is gone
         replay_bundle(summary)
-    report = replay_bundle(
+    result = replay_bundle(
         summary, environment_urls=[parse_environment_url(f"{old.base_url}={new.base_url}")]
     )
-    assert report.rollouts == 4
-    assert report.environment_remaps == [
+    assert result.report.rollouts == 4
+    assert result.notes.environment_remaps == [
         EnvironmentRemap(
             environment_index=0,
             recorded_base_url=old.base_url,
@@ -53,7 +53,7 @@ def test_a_moved_deployment_replays_with_the_remap_recorded(start: Start, tmp_pa
     code, out, err = _cli("replay", "--summary", str(summary), "--json",
                           "--environment-url", f"{old.base_url}/={host}/")  # fmt: skip
     assert code == 0, err
-    document = json.loads(out)
+    document = json.loads(out)["kiln_verify"]
     assert document["environment_remaps"] == [
         {
             "environment_index": 0,
@@ -75,12 +75,11 @@ def test_only_the_named_environment_moves(start: Start, tmp_path: Path) -> None:
     summary = collect_bundle(tmp_path, [counter.base_url, bandit.base_url], groups=2)
     bandit.stop()
     moved = start("bandit")
-    report = replay_bundle(
+    result = replay_bundle(
         summary, environment_urls=[parse_environment_url(f"{bandit.base_url}={moved.base_url}")]
     )
-    assert report.environments == 2
-    assert report.environment_remaps is not None
-    assert [(r.environment_index, r.base_url) for r in report.environment_remaps] == [
+    assert result.report.environments == 2
+    assert [(r.environment_index, r.base_url) for r in result.notes.environment_remaps] == [
         (1, moved.base_url)
     ]
 
@@ -165,13 +164,14 @@ def test_the_readme_main_job_rollout_verify_replay(tmp_path: Path) -> None:
     # the oracle the bundle was collected from is gone; replay starts a fresh one
     code, out, err = _cli("replay", "--summary", summary, "--oracle", "--json")
     assert code == 0, err
-    report = json.loads(out)
+    printed = json.loads(out)
+    report = printed["report"]
     assert report["rollouts"] == 4
     assert (
         report["environment_exchanges"]
         == json.loads(Path(summary).read_text(encoding="utf-8"))["stats"]["total_environment_steps"]
     )
-    (remap,) = report["environment_remaps"]
+    (remap,) = printed["kiln_verify"]["environment_remaps"]
     assert remap["recorded_base_url"] == recorded
     assert remap["base_url"] != recorded
     assert remap["base_url"].startswith("http://127.0.0.1:")
@@ -212,7 +212,7 @@ def test_oracle_needs_a_matching_server(start: Start, tmp_path: Path) -> None:
     # without a name every captured environment gets the oracle server that matches it
     code, out, err = _cli("replay", "--summary", str(both), "--json", "--oracle")
     assert code == 0, err
-    remaps = json.loads(out)["environment_remaps"]
+    remaps = json.loads(out)["kiln_verify"]["environment_remaps"]
     assert [(r["environment_index"], r["oracle"]) for r in remaps] == [
         (0, "counter"),
         (1, "bandit"),

@@ -26,7 +26,7 @@ def test_several_environments_replay_exactly(start: Start, tmp_path: Path) -> No
         seed_start=5,
     )
     manifest = manifest_of(summary)
-    report = replay_bundle(summary)
+    report = replay_bundle(summary).report
     assert report.schema_ == REPLAY_RUN_SCHEMA
     assert report.environments == 3
     assert report.groups == 3
@@ -49,7 +49,7 @@ def test_recoverable_error_replays_as_the_identical_error(start: Start, tmp_path
     first = manifest.groups[0].candidates[0].exchanges[0].result
     assert isinstance(first, ProtocolErrorResult)
     assert first.continued
-    report = replay_bundle(summary, concurrency=1)
+    report = replay_bundle(summary, concurrency=1).report
     assert report.environment_exchanges == 4
     assert report.rollouts == 2
 
@@ -71,7 +71,7 @@ def test_terminal_code_error_replays_without_final_state(start: Start, tmp_path:
     candidate = manifest_of(summary).groups[0].candidates[0]
     assert candidate.ended_by_terminal_code
     assert not candidate.has_final_state
-    report = replay_bundle(summary)
+    report = replay_bundle(summary).report
     assert report.environment_exchanges == 2
 
 
@@ -85,7 +85,7 @@ def test_prefix_only_candidates_replay_their_environment_prefix(
     summary = collect_bundle(tmp_path, [counter.base_url], policy, group_size=2, max_steps=2)
     candidates = manifest_of(summary).groups[0].candidates
     assert [c.termination for c in candidates] == ["invalid_model_action", "max_steps"]
-    report = replay_bundle(summary)
+    report = replay_bundle(summary).report
     assert report.environment_prefix_only_rollouts == 1
     assert report.environment_exchanges == 1 + 2
 
@@ -94,6 +94,6 @@ def test_capacity_retries_are_counted(start: Start, tmp_path: Path) -> None:
     handle = start("bandit", max_sessions=1, faults=["delay-step=0.02"])
     summary = collect_bundle(tmp_path, [handle.base_url], group_size=2, concurrency=1, max_steps=3)
     assert all(c.capacity_retries == 0 for c in manifest_of(summary).groups[0].candidates)
-    report = replay_bundle(summary, concurrency=2, capacity_wait_seconds=30)
+    report = replay_bundle(summary, concurrency=2, capacity_wait_seconds=30).report
     assert report.capacity_retries >= 1
     assert report.rollouts == 2

@@ -38,13 +38,15 @@ def uuid_bundle(behaviour_urls: dict[str, str], tmp_path: Path) -> Path:
 
 
 def test_uuid_episode_ids_replay_clean_by_default(uuid_bundle: Path) -> None:
-    report = replay_bundle(uuid_bundle)
-    assert report.rollouts == 4
-    assert report.volatile == ["final_state.episode_id"]
+    replayed = replay_bundle(uuid_bundle)
+    assert replayed.report.rollouts == 4
+    assert replayed.notes.volatile == ["final_state.episode_id"]
     result = CliRunner().invoke(app, ["openenv", "replay", "--summary", str(uuid_bundle),
                                       "--json"])  # fmt: skip
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["volatile"] == ["final_state.episode_id"]
+    printed = json.loads(result.stdout)
+    assert "volatile" not in printed["report"]  # Kiln's record stays exactly Kiln's
+    assert printed["kiln_verify"]["volatile"] == ["final_state.episode_id"]
 
 
 def test_strict_state_reports_the_uuid_as_drift(uuid_bundle: Path) -> None:
@@ -80,5 +82,4 @@ def test_an_episode_id_the_payload_sets_is_compared_exactly(
     assert {c.final_state["episode_id"] for c in group.candidates} == {"run-7"}
     # the server keeps the id it is given: exact, even under --strict-state; nothing volatile
     for strict in (False, True):
-        report = replay_bundle(summary, strict_state=strict)
-        assert report.volatile is None
+        assert replay_bundle(summary, strict_state=strict).notes.volatile == []

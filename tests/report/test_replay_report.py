@@ -37,7 +37,7 @@ GOLDEN_DRIFT_HTML = "sha256:147b1e5e6b975f09d95a3a6a57039f93728e97692e67d0995e88
 GOLDEN_DRIFT_MARKDOWN = "sha256:a49275c519fd4d0b9445c715d9e3155fcc696f20230a48a79d52c950e1c16e9c"
 GOLDEN_CLEAN_HTML = "sha256:4aa638357e0100eed4d94f56ff7b8d6d92942c3ecbe760564b351e6fc3645b78"
 GOLDEN_CLEAN_MARKDOWN = "sha256:abb5f29d3a5d7730c4dc9041df7953739e33fc59c2b10a9f71699d990e51c0a6"
-CLEAN: dict[str, Any] = {
+KILN_REPORT: dict[str, Any] = {
     "schema": "kiln.openenv-replay-run.v1",
     "replay_sha256": FIXED_SHA,
     "environments": 1,
@@ -46,16 +46,22 @@ CLEAN: dict[str, Any] = {
     "environment_exchanges": 12,
     "capacity_retries": 1,
     "environment_prefix_only_rollouts": 0,
-    "volatile": ["final_state.episode_id"],
-    "environment_remaps": [
-        {
-            "environment_index": 0,
-            "recorded_base_url": "http://127.0.0.1:41143",
-            "base_url": "http://127.0.0.1:33019",
-            "source": "oracle",
-            "oracle": "bandit",
-        }
-    ],
+}
+CLEAN: dict[str, Any] = {
+    "report": KILN_REPORT,
+    "kiln_verify": {
+        "schema": "kiln-verify.replay-run-notes.v1",
+        "volatile": ["final_state.episode_id"],
+        "environment_remaps": [
+            {
+                "environment_index": 0,
+                "recorded_base_url": "http://127.0.0.1:41143",
+                "base_url": "http://127.0.0.1:33019",
+                "source": "oracle",
+                "oracle": "bandit",
+            }
+        ],
+    },
 }
 
 
@@ -197,6 +203,25 @@ def test_a_clean_replay_has_its_own_page(saved: dict[str, Path], tmp_path: Path)
     assert b"http://127.0.0.1:41143" in html
 
 
+def test_kiln_s_bare_report_renders_without_our_notes(tmp_path: Path) -> None:
+    """Kiln's own replay writes the record alone: the page says what it cannot know."""
+    page = engine.replay_report(_write(tmp_path, KILN_REPORT)).data.decode()
+    text = " ".join(elements(page).text)
+    assert "No drift: every recorded reset, step and final state replayed exactly" in text
+    assert text.count("Not recorded: this is Kiln's kiln.openenv-replay-run.v1 report alone") == 2
+    assert "41143" not in text
+
+
+def test_a_report_carrying_our_old_fields_inside_kiln_s_record_is_refused(
+    tmp_path: Path,
+) -> None:
+    legacy = {**KILN_REPORT, **CLEAN["kiln_verify"]}
+    legacy["schema"] = KILN_REPORT["schema"]
+    with pytest.raises(KilnError, match="Extra inputs") as failure:
+        read_replay_result(_write(tmp_path, legacy))
+    assert failure.value.code == "record_invalid"
+
+
 def test_identity_drift_is_reported_before_and_after_the_replay(tmp_path: Path) -> None:
     policy = ScriptedPolicy(['{"amount": 1}'])
     (tmp_path / "during").mkdir()
@@ -281,11 +306,12 @@ def test_the_reader_refuses_bad_json_and_huge_files(tmp_path: Path) -> None:
     with pytest.raises(KilnError) as failure:
         read_replay_result(huge)
     assert failure.value.code == "limit_exceeded"
-    clean = copy.deepcopy(CLEAN)
-    clean["strict_state"] = True
-    with pytest.raises(KilnError) as failure:
-        read_replay_result(_write(tmp_path, clean))
-    assert failure.value.code == "record_invalid"
+    for where in ("report", "kiln_verify"):
+        clean = copy.deepcopy(CLEAN)
+        clean[where]["strict_state"] = True
+        with pytest.raises(KilnError) as failure:
+            read_replay_result(_write(tmp_path, clean))
+        assert failure.value.code == "record_invalid"
 
 
 def _hostile(saved: dict[str, Path], tmp_path: Path) -> Path:

@@ -12,7 +12,8 @@ module                 contents
 ``replay``             ``kiln.openenv-replay.v1`` :class:`ReplayManifest`, :func:`read_replay`
 ``summary``            ``kiln.openenv-rollout-summary.v5`` (reads v2..v4),
                        :func:`read_summary`, :func:`check_version_rules`
-``reports``            verification / replay-run reports, artifact-download receipt
+``reports``            verification / replay-run reports, artifact-download receipt (Kiln's
+                       exact records); our replay-run notes and the result beside them
 ``evaluation``         ``kiln.openenv-environment-evaluation.v1`` receipt
 ``serialize``          file bytes (JSONL line, pretty JSON + LF) and every §4 digest
 ``prompt``             the exact prompt and observation texts the model sees
@@ -31,7 +32,9 @@ from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolE
 from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
 from kiln_verify.openenv.records.reports import (
     ArtifactDownloadReceipt,
+    ReplayRunNotes,
     ReplayRunReport,
+    ReplayRunResult,
     VerificationReport,
 )
 from kiln_verify.openenv.records.rollout import (
@@ -59,7 +62,9 @@ __all__ = [
     "OpenEnvRolloutProvenance",
     "ProtocolErrorRecord",
     "ReplayManifest",
+    "ReplayRunNotes",
     "ReplayRunReport",
+    "ReplayRunResult",
     "RolloutSummary",
     "ScoredRollout",
     "VerificationReport",

@@ -1,14 +1,18 @@
 """Reports of offline verification and live replay, and the artifact-download receipt.
 
 ``kiln.openenv-verification.v1`` (contract §2.8), ``kiln.openenv-replay-run.v1`` (§2.9)
-and ``kiln.openenv-artifact-download.v1`` (§2.11). Written as pretty JSON + LF by
+and ``kiln.openenv-artifact-download.v1`` (§2.11) are exactly Kiln's closed records: the
+same keys, none added (checked against Kiln's published schema by
+``tests/records/test_kiln_published_schemas.py``). Written as pretty JSON + LF by
 :func:`kiln_verify.openenv.records.serialize.report_bytes`.
 
-The replay report has two fields of ours beyond §2.9, both omitted when empty so that a
-plain replay still writes exactly Kiln's record: ``volatile`` (the state fields compared
-by presence and JSON type only, :mod:`kiln_verify.openenv.volatile`) and
+What a live replay knows beyond Kiln's record lives in a record of our own name,
+``kiln-verify.replay-run-notes.v1`` (:class:`ReplayRunNotes`): ``volatile`` (the state
+fields compared by presence and JSON type only, :mod:`kiln_verify.openenv.volatile`) and
 ``environment_remaps`` (each captured environment replayed at another base URL, by
-``--environment-url`` or the embedded oracle).
+``--environment-url`` or the embedded oracle). ``openenv replay --json`` prints the two
+side by side (:class:`ReplayRunResult`: ``{"report": ..., "kiln_verify": ...}``), so the
+report stays a document Kiln's schema accepts, whatever the replay needed.
 """
 
 from __future__ import annotations
@@ -22,17 +26,21 @@ from kiln_verify.records import U64, IdentityText, Record, Sha256
 
 __all__ = [
     "ARTIFACT_DOWNLOAD_SCHEMA",
+    "REPLAY_NOTES_SCHEMA",
     "REPLAY_RUN_SCHEMA",
     "VERIFICATION_SCHEMA",
     "ArtifactDownloadReceipt",
     "EnvironmentRemap",
+    "ReplayRunNotes",
     "ReplayRunReport",
+    "ReplayRunResult",
     "VerificationReport",
 ]
 
 VERIFICATION_SCHEMA: Final = "kiln.openenv-verification.v1"
 REPLAY_RUN_SCHEMA: Final = "kiln.openenv-replay-run.v1"
 ARTIFACT_DOWNLOAD_SCHEMA: Final = "kiln.openenv-artifact-download.v1"
+REPLAY_NOTES_SCHEMA: Final = "kiln-verify.replay-run-notes.v1"
 
 _Path = Annotated[StrictStr, Field(min_length=1)]
 _Positive = Annotated[U64, Field(ge=1)]
@@ -70,9 +78,7 @@ class EnvironmentRemap(Record):
 
 
 class ReplayRunReport(Record):
-    """What a successful live replay re-ran against the live environments."""
-
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"volatile", "environment_remaps"})
+    """What a successful live replay re-ran against the live environments (Kiln's record)."""
 
     schema_: Literal["kiln.openenv-replay-run.v1"] = Field(REPLAY_RUN_SCHEMA, alias="schema")
     replay_sha256: Sha256
@@ -82,8 +88,27 @@ class ReplayRunReport(Record):
     environment_exchanges: U64
     capacity_retries: U64
     environment_prefix_only_rollouts: U64
-    volatile: Annotated[list[_Path], Field(min_length=1)] | None = None
-    environment_remaps: Annotated[list[EnvironmentRemap], Field(min_length=1)] | None = None
+
+
+class ReplayRunNotes(Record):
+    """``kiln-verify.replay-run-notes.v1``: what our replay adds to Kiln's report.
+
+    Both lists are always written (empty when the replay compared every state field
+    exactly and reached every environment at its recorded base URL), so a reader never has
+    to tell "none" from "not recorded".
+    """
+
+    schema_: Literal["kiln-verify.replay-run-notes.v1"] = Field(REPLAY_NOTES_SCHEMA, alias="schema")
+    volatile: list[_Path]
+    environment_remaps: list[EnvironmentRemap]
+
+
+class ReplayRunResult(Record):
+    """``openenv replay --json`` after a clean replay: Kiln's exact report, and beside it
+    (never inside it) our notes under ``kiln_verify``."""
+
+    report: ReplayRunReport
+    notes: ReplayRunNotes = Field(alias="kiln_verify")
 
 
 class ArtifactDownloadReceipt(Record):

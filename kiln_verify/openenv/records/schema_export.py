@@ -18,6 +18,7 @@ from kiln_verify.openenv.records.replay import ReplayManifest
 from kiln_verify.openenv.records.reports import (
     ArtifactDownloadReceipt,
     ReplayRunReport,
+    ReplayRunResult,
     VerificationReport,
 )
 from kiln_verify.openenv.records.rollout import AgenticGroup
@@ -37,6 +38,7 @@ ROOT_MODELS: Final[tuple[type[Record], ...]] = (
     AgenticGroup,
     VerificationReport,
     ReplayRunReport,
+    ReplayRunResult,
     EnvironmentEvaluationReceipt,
     ArtifactDownloadReceipt,
 )

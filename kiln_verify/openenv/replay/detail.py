@@ -16,7 +16,8 @@ error must stay bounded however large the replay. So:
 
 The detail is a JSON object (docs/contract.md, "Drift"): the replay's context
 (``replay_sha256``, ``environments``, ``groups``, and when not empty ``volatile`` and
-``environment_remaps``, as the success report has them), ``candidates`` (each drifted
+``environment_remaps``, as a clean replay's ``kiln-verify.replay-run-notes.v1`` has them;
+the error is ours, not a Kiln record, so they sit in it directly), ``candidates`` (each drifted
 candidate kept: where it is, its counts, ``drifts`` and ``omitted_drifts``),
 ``omitted_candidates`` and ``identities`` (every identity drift, before or after the
 replay). Nothing in it is recomputed by a reader: the report renders it as it is.

@@ -17,8 +17,10 @@
    identity changed *during* the replay (a redeploy under it) is drift as well;
 6. any drift is raised as one ``replay_drift`` with the first drift in detail, the
    totals and every drifted exchange kept for the report
-   (:class:`~kiln_verify.openenv.replay.tally.Tally`); otherwise the
-   ``kiln.openenv-replay-run.v1`` report, with the volatile state fields and remaps.
+   (:class:`~kiln_verify.openenv.replay.tally.Tally`); otherwise a
+   :class:`~kiln_verify.openenv.records.reports.ReplayRunResult`: Kiln's exact
+   ``kiln.openenv-replay-run.v1`` report and, beside it, our
+   ``kiln-verify.replay-run-notes.v1`` (the volatile state fields and the remaps).
 """
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ from kiln_verify.limits import MAX_CAPACITY_WAIT_S, MAX_CONCURRENCY, MAX_OPENENV
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.identity import EnvironmentIdentity
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest, read_replay
-from kiln_verify.openenv.records.reports import REPLAY_RUN_SCHEMA, ReplayRunReport
+from kiln_verify.openenv.records.reports import (
+    REPLAY_NOTES_SCHEMA,
+    REPLAY_RUN_SCHEMA,
+    ReplayRunNotes,
+    ReplayRunReport,
+    ReplayRunResult,
+)
 from kiln_verify.openenv.replay.candidate import CandidateOutcome, ReplayTarget, replay_candidate
 from kiln_verify.openenv.replay.detail import ReplayContext
 from kiln_verify.openenv.replay.rediscovery import rediscover
@@ -157,7 +165,7 @@ async def replay_manifest(
     environ: Mapping[str, str] | None = None,
     remaps: Sequence[UrlRemap] = (),
     strict_state: bool = False,
-) -> ReplayRunReport:
+) -> ReplayRunResult:
     """Steps 2-6 for an already verified manifest (callers normally use :func:`replay_bundle`)."""
     _check_options(concurrency, capacity_wait_seconds)
     slots = _check_slots(credential_envs, len(manifest.environments))
@@ -195,7 +203,7 @@ async def replay_manifest(
                 tally.identities.append(found)
     tally.check()
     outcomes = tally.outcomes()
-    return ReplayRunReport(
+    report = ReplayRunReport(
         schema=REPLAY_RUN_SCHEMA,
         replay_sha256=replay_sha256,
         environments=len(manifest.environments),
@@ -204,9 +212,11 @@ async def replay_manifest(
         environment_exchanges=sum(outcome.exchanges for outcome in outcomes),
         capacity_retries=sum(outcome.capacity_retries for outcome in outcomes),
         environment_prefix_only_rollouts=sum(1 for outcome in outcomes if outcome.prefix_only),
-        volatile=tally.volatile() or None,
-        environment_remaps=entries or None,
     )
+    notes = ReplayRunNotes(
+        schema=REPLAY_NOTES_SCHEMA, volatile=tally.volatile(), environment_remaps=list(entries)
+    )
+    return ReplayRunResult(report=report, kiln_verify=notes)
 
 
 def replay_bundle(
@@ -221,8 +231,12 @@ def replay_bundle(
     environment_urls: Sequence[UrlRemap] = (),
     environment_provider: EnvironmentProvider | None = None,
     strict_state: bool = False,
-) -> ReplayRunReport:
-    """Verify the bundle offline, then replay it live; the report or a typed error.
+) -> ReplayRunResult:
+    """Verify the bundle offline, then replay it live; the result or a typed error.
+
+    The result holds Kiln's exact ``kiln.openenv-replay-run.v1`` report (``.report``) and
+    our ``kiln-verify.replay-run-notes.v1`` beside it (``.notes``: volatile state fields
+    and remaps).
 
     ``environment_urls`` moves recorded base URLs (``--environment-url OLD=NEW``);
     ``environment_provider`` serves the environments itself (``--oracle``) and yields its

@@ -71,7 +71,7 @@ def parse_environment_url(text: str) -> UrlRemap:
 def plan_remaps(
     environments: Sequence[EnvironmentInspection], remaps: Sequence[UrlRemap]
 ) -> tuple[list[str], list[EnvironmentRemap]]:
-    """The base URL to reach per captured environment, and the report's remap entries.
+    """The base URL to reach per captured environment, and the notes' remap entries.
 
     Every remap must name a recorded base URL, at most once; a remap applies to every
     captured environment recorded at that URL.
