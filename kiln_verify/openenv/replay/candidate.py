@@ -34,7 +34,7 @@ from kiln_verify.openenv.replay.compare import (
     render,
     result_difference,
 )
-from kiln_verify.openenv.volatile import compare_states
+from kiln_verify.openenv.volatile import compare_states, ignored_identity
 
 __all__ = [
     "CandidateOutcome",
@@ -75,7 +75,9 @@ class CandidateOutcome:
     ``drifted_steps`` counts step exchanges that differed or could not be sent;
     ``volatile`` the state paths compared by presence and type only; ``live_reset`` the
     live reset observation (``None`` when the reset was refused), which the engine uses
-    to tell unseeded randomness from changed task data.
+    to tell unseeded randomness from changed task data; ``ignored`` the identity field the
+    reset payload named that the live final state did not keep (``episode_id``), which
+    makes a drift of that field ``episode_id_ignored`` rather than ``replay_drift``.
     """
 
     candidate_index: int
@@ -88,6 +90,7 @@ class CandidateOutcome:
     state_drifted: bool = False
     volatile: tuple[str, ...] = ()
     live_reset: ObservationRecord | None = None
+    ignored: str | None = None
     observations_matched: bool = True
     drifts: list[Drift] = field(default_factory=list)
     omitted_drifts: int = 0
@@ -117,10 +120,13 @@ def drift_error(
     hint: str | None = None,
     totals: dict[str, int] | None = None,
     drifted: list[dict[str, Any]] | None = None,
+    error: type[ReplayDrift] = ReplayDrift,
+    cause: str = "",
 ) -> ReplayDrift:
-    """A :class:`ReplayDrift` locating ``difference``; absent coordinates are omitted."""
-    return ReplayDrift(
-        drift_rule(
+    """A :class:`ReplayDrift` (or ``error``, a subclass) locating ``difference``; absent
+    coordinates are omitted, and ``cause`` heads the rule."""
+    return error(
+        cause + drift_rule(
             target, stage, difference, group_index=group_index,
             candidate_index=candidate_index, step_index=step_index, when=when,
         ),
@@ -282,9 +288,11 @@ async def replay_candidate(
             if not session.usable:
                 _unreplayed(candidate, outcome, len(candidate.exchanges))
                 return outcome
+            live_state = await session.state()
+            outcome.ignored = ignored_identity(group.reset_payload, live_state)
             comparison = compare_states(
                 candidate.final_state,
-                await session.state(),
+                live_state,
                 reset_payload=group.reset_payload,
                 strict=strict_state,
                 path="final_state",

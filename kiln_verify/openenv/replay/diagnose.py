@@ -15,8 +15,9 @@ replay showed:
   (validation or rules), or the same actions after an identical reset give other results
   (dynamics changed, or step draws randomness the seed does not fix);
 - state: a session-identity field under ``--strict-state``, a payload-set ``episode_id``
-  the server did not keep, a volatile field whose type or presence changed, or hidden
-  state that differs although every observation matched.
+  the live server does not keep (raised as ``episode_id_ignored``, with the hint rollout
+  gives for the same cause) or the bundle did not keep, a volatile field whose type or
+  presence changed, or hidden state that differs although every observation matched.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kiln_verify.errors import EpisodeIdIgnored
 from kiln_verify.openenv.records.reports import EnvironmentRemap
 from kiln_verify.openenv.replay.candidate import CandidateOutcome, Drift
 from kiln_verify.openenv.replay.compare import observation_difference
 from kiln_verify.openenv.volatile import VOLATILE_STATE_FIELDS, volatile_state_fields
 
-__all__ = ["candidate_hint", "identity_hint"]
+__all__ = ["candidate_hint", "identity_hint", "ignored_hint"]
 
 _ACCEPT = "; if the change is intended, re-collect the bundle against this deployment"
 _BUILD_FIELDS = ("metadata", "openapi_version", "schema_sha256", "discovery_sha256", "schema")
@@ -100,9 +102,12 @@ def _state_hint(
                 f"type ({drift.difference.expected_type} -> {drift.difference.actual_type}): "
                 "the server's episode-id handling changed (a different build)" + _ACCEPT
             )
+        if outcome.ignored == field:
+            return ignored_hint(field)
         return (
-            f"the reset payload set {field}, so it is compared exactly: the server no longer "
-            "keeps the episode id it is given (a different build)" + _ACCEPT
+            f"the reset payload set {field}, so it is compared exactly, and the live server "
+            f"keeps it but the bundle recorded another {field}: it was collected from a server "
+            "that did not keep it; re-collect the bundle against this deployment"
         )
     if drift.difference.actual == repr('"not replayed"'):
         return "the live session ended before its state could be read; see the earlier drift"
@@ -113,6 +118,18 @@ def _state_hint(
             "the same identity" + _ACCEPT
         )
     return "the state differs after observations that had already drifted; see those first"
+
+
+def ignored_hint(field: str) -> str:
+    """The fix for a live server that does not keep the ``field`` a reset payload named
+    (``episode_id_ignored``): the same cause and fix as rollout's refusal, said for replay."""
+    return (
+        f"the live server does not keep the {field} a reset names (OpenEnv's reset(seed, "
+        f"episode_id) should store it in State.{field}; conformance case "
+        f"{EpisodeIdIgnored.conformance_case}): fix the environment, or re-collect with {field} "
+        "left out of the reset options (--reset-options), so that each session's own id is "
+        "session identity, compared by presence and JSON type only"
+    )
 
 
 def candidate_hint(

@@ -1,5 +1,9 @@
 """Everything a replay found, and the one ``replay_drift`` error that reports it.
 
+(That error is ``episode_id_ignored``, a :class:`~kiln_verify.errors.ReplayDrift` with the
+same payload, when the first drift is a payload-named ``episode_id`` the live server did
+not keep: rollout refuses the same cause under the same code.)
+
 Replay does not stop at the first drifted candidate: every candidate is independent (a
 fresh session), so finishing the replay costs no more than a clean one and tells a user
 whether one seed drifted or the whole environment did. The error then carries:
@@ -21,14 +25,16 @@ against a different build), so it has no totals (:meth:`Tally.before_replay`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln_verify.errors import ReplayDrift
+from kiln_verify.errors import EpisodeIdIgnored, ReplayDrift, snippet
 from kiln_verify.limits import MAX_REPLAY_DRIFT_LOCATIONS
 from kiln_verify.openenv.records.replay import ReplayGroup
 from kiln_verify.openenv.replay.candidate import (
     CandidateOutcome,
+    Drift,
     ReplayTarget,
     drift_error,
     drift_location,
@@ -187,10 +193,28 @@ class Tally:
             group_index=result.group.group_index,
             candidate_index=outcome.candidate_index, step_index=first.step_index,
             hint=hint, totals=totals, drifted=locations,
+            **_ignored_cause(first, outcome, result.group.reset_payload),
         )  # fmt: skip
         error.rule += _summary(totals)
         error.detail = detail
         raise error
+
+
+def _ignored_cause(
+    first: Drift, outcome: CandidateOutcome, reset_payload: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``episode_id_ignored`` for a first drift that is a payload-named identity field the
+    live final state did not keep (the same cause rollout refuses under that code)."""
+    name = outcome.ignored
+    if name is None or (first.stage, first.difference.path) != ("state", f"final_state.{name}"):
+        return {}
+    return {
+        "error": EpisodeIdIgnored,
+        "cause": (
+            f"the reset payload named {name} {snippet(reset_payload[name])} but the live state "
+            f"does not keep it (conformance case {EpisodeIdIgnored.conformance_case}): "
+        ),
+    }
 
 
 def _summary(totals: dict[str, int]) -> str:
