@@ -306,6 +306,26 @@ POLICY_RETRY_BACKOFF_MAX_S: Final = 8.0
 POLICY_RETRY_AFTER_MAX_S: Final = 30.0
 """Longest ``Retry-After`` (integer seconds) that is honoured; a longer one fails at once."""
 
+MAX_POLICY_ERROR_BODY_BYTES: Final = 64 * KiB
+"""Bytes of a non-2xx chat-completions body read for the server's own reason (its JSON
+``detail`` or ``error.message``, or its text); the rest is never read. A FastAPI validation
+list or an error page fits with room to spare, and a huge body costs nothing more."""
+
+HTTP_POLICY_ERROR_BODY_TIMEOUT_S: Final = 5.0
+"""How long the openai policy waits for that error body once the status has arrived; a
+server that sends a status and then stalls still gets its status reported, promptly."""
+
+MAX_PEER_REASON_CHARS: Final = 240
+"""Characters of a policy server's own reason that an error quotes (control characters
+escaped, credentials scrubbed). Wider than ``MAX_ERROR_SNIPPET_CHARS``: a server's sentence
+("The prompt has 1248 tokens, but the model takes at most 512, prompt and answer ...") is
+the whole point of the message, and three 80-column lines hold it."""
+
+MAX_SECRET_SPELLING_LAYERS: Final = 3
+"""Layers of encoding (JSON or Python backslash escapes, percent-encoding, in any order) a
+peer text about to be quoted is decoded through when looking for a credential in it; a
+reader undoes one or two by eye, and each layer doubles the work on a bounded text."""
+
 MAX_POLICY_SCRIPT_BYTES: Final = 16 * MiB
 """A scripted policy's JSON script file."""
 

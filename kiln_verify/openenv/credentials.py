@@ -9,7 +9,9 @@ them into recorded observations, so every response is refused as
 and string of the parsed value (:mod:`kiln_verify.openenv.reflection` says why that is
 cheap and complete), and for a document the parser refuses, every decoded string literal
 before the parse error (which may quote one) is reported. Header values that reach a
-message (a redirect's ``Location``) are checked raw and percent-decoded.
+message (a redirect's ``Location``) are checked raw and percent-decoded. Peer text quoted
+in an error (a policy server's refusal reason) goes through :meth:`BearerToken.scrub`:
+every spelling a reader could undo is cut out, or the text is withheld.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from kiln_verify.errors import (
     CredentialInsecure,
@@ -28,10 +30,12 @@ from kiln_verify.errors import (
 )
 from kiln_verify.limits import MAX_CREDENTIAL_ENV_NAME_CHARS, MAX_CREDENTIAL_TOKEN_BYTES
 from kiln_verify.openenv.reflection import (
+    base64_cores,
     escaped,
     json_spelling,
     reflected_in_literals,
     reflected_in_value,
+    spelled_in,
 )
 from kiln_verify.openenv.urls import EnvironmentUrl
 
@@ -45,12 +49,13 @@ REDACTED = "<redacted>"
 class BearerToken:
     """A bearer token and the name of the variable it came from; redacted when printed."""
 
-    __slots__ = ("_raw", "_spelling", "_value", "env_name")
+    __slots__ = ("_cores", "_raw", "_spelling", "_value", "env_name")
 
     def __init__(self, value: str, env_name: str) -> None:
         self._value = value
         self._raw = value.encode("utf-8")
         self._spelling = json_spelling(value)
+        self._cores = base64_cores(value)
         self.env_name = env_name
 
     def __repr__(self) -> str:
@@ -91,6 +96,21 @@ class BearerToken:
 
     def redact(self, text: str) -> str:
         return text.replace(self._value, REDACTED)
+
+    def scrub(self, text: str) -> str | None:
+        """``text`` with the token cut out wherever it is spelled in a way that can be cut
+        out exactly (raw, JSON-escaped as ``orjson`` writes it, percent-encoded, base64),
+        or ``None`` when a spelling remains that a reader could still undo (mixed escapes,
+        layered encodings): then the whole text must be withheld, never shown in part."""
+        spellings = {
+            self._value,
+            self._spelling.decode("utf-8"),
+            quote(self._value, safe=""),
+            *self._cores,
+        }
+        for spelling in sorted(spellings, key=len, reverse=True):
+            text = text.replace(spelling, REDACTED)
+        return None if spelled_in(text, self._value, self._cores) else text
 
 
 def validate_env_name(name: str) -> str:

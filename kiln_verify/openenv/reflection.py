@@ -31,16 +31,35 @@ string literal of the text is decoded as leniently as possible and searched too.
 Numbers are not strings: a secret spelled only with digits, signs, ``.`` and ``e`` could
 reappear in a respelled number (``1.2e1`` written as ``12.0``); such a token is not a
 credential anyone issues, and the raw check still covers the number as the peer sent it.
+
+:func:`spelled_in` serves a different question: not "may this document be recorded" but
+"may this peer text be *shown*" (a policy server's refusal reason quoted in an error). A
+person undoes more than JSON: Python escapes (``\\x73``), percent-encoding, base64 (a
+server that echoes an ``Authorization: Basic`` header). So the text is decoded through up
+to ``MAX_SECRET_SPELLING_LAYERS`` layers of escapes and percent-encoding, in any order, and
+every layer is searched for the secret and for its base64 cores (:func:`base64_cores`).
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any, Final
+from urllib.parse import unquote
 
 import orjson
 
-__all__ = ["escaped", "json_spelling", "reflected_in_literals", "reflected_in_value"]
+from kiln_verify.limits import MAX_SECRET_SPELLING_LAYERS
+
+__all__ = [
+    "base64_cores",
+    "escaped",
+    "json_spelling",
+    "reflected_in_literals",
+    "reflected_in_value",
+    "spelled_in",
+    "unescape_leniently",
+]
 
 _BACKSLASH: Final = b"\\"
 # One JSON string literal, matched from its opening quote (so a scan over the text stays
@@ -117,4 +136,70 @@ def reflected_in_literals(text: bytes | str, secret: str) -> bool:
             decoded = _unescape(body.decode("utf-8", "surrogateescape"))
             if secret in decoded:
                 return True
+    return False
+
+
+# --- texts about to be shown ----------------------------------------------------------------
+
+# JSON and Python backslash escapes: \uXXXX, \UXXXXXXXX, \xXX, octal, the one-letter ones.
+_ANY_ESCAPE: Final = re.compile(
+    r"\\(?:u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[0-7]{1,3}|[\"\\/'abfnrtv])"
+)
+_LETTER: Final = {**_SIMPLE, "'": "'", "a": "\a", "v": "\v"}
+_MIN_BASE64_CORE: Final = 8
+
+
+def _one_escape(match: re.Match[str]) -> str:
+    text = match.group()
+    kind = text[1]
+    if kind in "uUx":
+        code = int(text[2:], 16)
+    elif kind.isdigit():
+        code = int(text[1:], 8)
+    else:
+        return _LETTER[kind]
+    return chr(code) if code <= 0x10FFFF else text
+
+
+def unescape_leniently(text: str) -> str:
+    """``text`` with every JSON or Python backslash escape decoded (a surrogate pair becomes
+    its character); anything malformed is kept as it is."""
+    if "\\" not in text:
+        return text
+    decoded = _ANY_ESCAPE.sub(_one_escape, text)
+    return decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def base64_cores(secret: str) -> tuple[str, ...]:
+    """The base64 (and base64url) characters that any base64 text containing ``secret``
+    must contain, for each of its three possible byte alignments: the characters whose six
+    bits all come from the secret. Cores shorter than eight characters are left out (they
+    would match innocent text); a secret that short is still found raw."""
+    raw = secret.encode("utf-8")
+    cores: set[str] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        first = -(-8 * offset // 6)
+        last = 8 * (offset + len(raw)) // 6
+        core = encoded[first:last]
+        if len(core) >= _MIN_BASE64_CORE:
+            cores.add(core)
+            cores.add(core.translate(str.maketrans("+/", "-_")))
+    return tuple(sorted(cores, key=lambda core: (-len(core), core)))
+
+
+def spelled_in(text: str, secret: str, cores: tuple[str, ...] = ()) -> bool:
+    """Whether ``text`` holds ``secret`` raw or as one of ``cores``, directly or behind up
+    to ``MAX_SECRET_SPELLING_LAYERS`` layers of backslash escapes and percent-encoding."""
+    frontier = {text}
+    seen: set[str] = set()
+    for depth in range(MAX_SECRET_SPELLING_LAYERS + 1):
+        following: set[str] = set()
+        for item in frontier - seen:
+            seen.add(item)
+            if secret in item or any(core in item for core in cores):
+                return True
+            if depth < MAX_SECRET_SPELLING_LAYERS:
+                following.update((unescape_leniently(item), unquote(item, errors="replace")))
+        frontier = following
     return False

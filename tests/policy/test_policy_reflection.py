@@ -6,8 +6,8 @@ object in a 200 body, a tool call) into which hypothesis puts the key, JSON-esca
 any position (:mod:`tests.openenv.hostile_peer`). Every case must raise exactly
 ``credential_reflected`` without any spelling of the key in the error; through
 ``kiln-verify openenv rollout`` it must also leave no file and nothing in stdout, stderr
-or the log. The policy never streams (``stream: false``) and never reads the body of a
-non-2xx answer, so those carry nothing to check.
+or the log. The policy never streams (``stream: false``); the reason it quotes from a
+non-2xx body is scrubbed, which ``test_policy_hostile_status.py`` checks.
 """
 
 from __future__ import annotations

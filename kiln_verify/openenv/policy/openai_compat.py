@@ -8,7 +8,9 @@ fields). Redirects are never followed, the body is counted while it streams and 
 above ``max_response_bytes`` (default ``MAX_POLICY_RESPONSE_BYTES``), and it is parsed with
 the strict JSON reader (:mod:`~kiln_verify.openenv.policy.openai_response`, which also
 holds the reasoning rule). 429, 502-504 and refused connections are retried a bounded
-number of times; every error names the endpoint URL. The API key is read once from a named
+number of times; every error names the endpoint URL, and a non-2xx answer's error quotes the
+server's own reason, bounded and scrubbed (:mod:`~kiln_verify.openenv.policy.peer_reason`),
+so a refusal explains itself. The API key is read once from a named
 environment variable, sent only as ``Authorization: Bearer``, never appears in identities
 or errors, and a response that echoes it in any spelling (raw, or JSON-escaped in any
 decoded key or string: content, reasoning, an error object) is refused as
@@ -42,6 +44,7 @@ from kiln_verify.limits import (
     DEFAULT_POLICY_RETRIES,
     HTTP_CHAT_TIMEOUT_S,
     HTTP_CONNECT_TIMEOUT_S,
+    HTTP_POLICY_ERROR_BODY_TIMEOUT_S,
     MAX_BASE_URL_CHARS,
     MAX_POLICY_RESPONSE_BYTES,
     MAX_POLICY_RETRIES,
@@ -64,6 +67,7 @@ from kiln_verify.openenv.policy.base import (
     elapsed_ms,
 )
 from kiln_verify.openenv.policy.openai_response import read_completion, read_document
+from kiln_verify.openenv.policy.peer_reason import PeerReason, read_reason, status_hint
 
 
 def _is_loopback(host: str) -> bool:
@@ -104,21 +108,6 @@ def _retry_after(value: str | None) -> float | None:
     return float(int(value.strip()))
 
 
-def _hint(status: int) -> str:
-    if status in (401, 403):
-        return "the server refused the API key: check --policy-option api_key_env=VAR"
-    if status == 404:
-        return "check base_url (it includes the API prefix, e.g. http://127.0.0.1:8000/v1)"
-    if status in (400, 422):
-        return (
-            "the server refused the request: check model=NAME, or pass "
-            "--policy-option template_kwargs=false to servers that reject chat_template_kwargs"
-        )
-    if status >= 500:
-        return "the inference server failed; see its log"
-    return "check base_url and the server's log"
-
-
 def _transport_rule(where: str, exc: httpx.HTTPError) -> str:
     text = str(exc)
     if "SSL" in text or "WRONG_VERSION_NUMBER" in text or "record layer" in text:
@@ -132,19 +121,28 @@ def _transport_rule(where: str, exc: httpx.HTTPError) -> str:
 class _Retryable(Exception):
     """One attempt that may be repeated: a status (or ``None`` for a connection failure)."""
 
-    def __init__(self, status: int | None, retry_after: float | None, rule: str = "") -> None:
+    def __init__(
+        self,
+        status: int | None,
+        retry_after: float | None,
+        rule: str = "",
+        reason: PeerReason | None = None,
+    ) -> None:
         super().__init__(rule)
         self.status = status
         self.retry_after = retry_after
         self.rule = rule
+        self.reason = reason
 
     def error(self, where: str, attempts: int) -> KilnError:
         tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        said = self.reason.render() if self.reason is not None else ""
         if self.status == 429:
-            return PolicyRateLimited(f"{where} answered HTTP 429 (too many requests) {tries}")
+            return PolicyRateLimited(f"{where} answered HTTP 429 (too many requests) {tries}{said}")
         if self.status is not None:
             return PolicyHttpStatus(
-                f"{where} answered HTTP {self.status} {tries}", hint=_hint(self.status)
+                f"{where} answered HTTP {self.status} {tries}{said}",
+                hint=status_hint(self.status, self.reason),
             )
         return PolicyTransport(f"{self.rule} {tries}")
 
@@ -170,6 +168,7 @@ class OpenAICompatPolicy:
         connect_timeout_s: float = HTTP_CONNECT_TIMEOUT_S,
         max_retries: int = DEFAULT_POLICY_RETRIES,
         retry_backoff_s: float = POLICY_RETRY_BACKOFF_S,
+        error_body_timeout_s: float = HTTP_POLICY_ERROR_BODY_TIMEOUT_S,
         clock: Clock = MONOTONIC,
         environ: dict[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -198,6 +197,7 @@ class OpenAICompatPolicy:
         self._max_retries = max_retries
         self._backoff_s = retry_backoff_s
         self._timeout_s = timeout_s
+        self._error_body_timeout_s = error_body_timeout_s
         self._clock = clock
         headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
         if self._token is not None:
@@ -237,10 +237,17 @@ class OpenAICompatPolicy:
                     raise PolicyRedirect(
                         f"{where} answered HTTP {status} redirecting to {location}"
                     )
-                if status == 429 or status in _RETRY_STATUSES:
-                    raise _Retryable(status, _retry_after(response.headers.get("retry-after")))
                 if not 200 <= status < 300:
-                    raise PolicyHttpStatus(f"{where} answered HTTP {status}", hint=_hint(status))
+                    reason = await read_reason(
+                        response, self._token, timeout_s=self._error_body_timeout_s
+                    )
+                    if status == 429 or status in _RETRY_STATUSES:
+                        after = _retry_after(response.headers.get("retry-after"))
+                        raise _Retryable(status, after, reason=reason)
+                    raise PolicyHttpStatus(
+                        f"{where} answered HTTP {status}{reason.render()}",
+                        hint=status_hint(status, reason),
+                    )
                 return await self._read_capped(response)
         except (KilnError, _Retryable):
             raise
