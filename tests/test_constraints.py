@@ -1,15 +1,24 @@
-"""The install the suite was measured with: `constraints.txt` against the runner's lock.
+"""The two installs, `constraints.txt` and the plain `train` extra, against the runner's lock.
 
-Both README set-up commands install with ``-c constraints.txt``. The reference runner
-(``train.py``) refuses an environment that differs from its lock, and the HF round-trip
-tests run it in the test environment, so every package the lock names must be pinned in
-the constraints at exactly the lock's version; and the README must use the file.
+The reference runner (``train.py``) refuses an environment that differs from its lock
+(``kiln_verify/hf/runner/requirements.lock``). So:
+
+- the measured install: both README set-up commands install with ``-c constraints.txt``,
+  and the HF round-trip tests run the runner in the test environment, so every package the
+  lock names is pinned in the constraints at exactly the lock's version;
+- the plain install: ``pip install 'kiln-verify[train]'`` without constraints once resolved
+  accelerate 1.16.0, which every exported bundle's ``train.py --verify-only`` refused. So
+  the ``train`` extra pins exactly the lock's packages at exactly the lock's versions,
+  package by package, and the README says which install gives which guarantee.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "kiln_verify" / "hf" / "runner" / "requirements.lock"
@@ -18,12 +27,16 @@ CONSTRAINTS = ROOT / "constraints.txt"
 _PIN = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+)$")
 
 
+def _name(text: str) -> str:
+    return re.sub(r"[-_.]+", "-", text).lower()
+
+
 def _pins(path: Path) -> dict[str, str]:
     pins: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         match = _PIN.match(line.strip())
         if match:
-            name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+            name = _name(match.group(1))
             assert name not in pins, f"{path.name} pins {name} twice"
             pins[name] = match.group(2)
     return pins
@@ -54,3 +67,42 @@ def test_both_readme_set_up_commands_install_with_the_constraints() -> None:
     for block in blocks:
         assert "pip install" in block, block
         assert "-c constraints.txt" in block, block
+
+
+def _train_extra() -> dict[str, Requirement]:
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        project = tomllib.load(handle)["project"]
+    extra: dict[str, Requirement] = {}
+    for line in project["optional-dependencies"]["train"]:
+        requirement = Requirement(line)
+        name = _name(requirement.name)
+        assert name not in extra, f"the train extra names {name} twice"
+        extra[name] = requirement
+    return extra
+
+
+def test_the_train_extra_is_the_runner_lock_package_by_package() -> None:
+    lock, extra = _pins(LOCK), _train_extra()
+    assert sorted(extra) == sorted(lock), (
+        f"the train extra names {sorted(extra)}, the runner's lock {sorted(lock)}: a locked "
+        "package left out of the extra installs at any version (train.py refuses all but "
+        "one), and a package only in the extra is not checked by the runner"
+    )
+    for name, version in lock.items():
+        requirement = extra[name]
+        assert str(requirement.specifier) == f"=={version}", (
+            f"the train extra asks for {name}{requirement.specifier}, the runner's lock pins "
+            f"{version}: pin exactly the lock's version (train.py refuses any other)"
+        )
+        assert requirement.marker is None, f"{name}: the runner's lock has no markers"
+
+
+def test_the_check_finds_a_range_in_the_extra() -> None:
+    assert str(Requirement("accelerate>=1.15").specifier) != "==1.15.0"
+    assert str(Requirement("transformers[serving]==5.24.0").specifier) == "==5.24.0"
+
+
+def test_the_readme_says_which_install_gives_which_guarantee() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "pip install 'kiln-verify[train]'" in text
+    assert "requirements.lock" in text
