@@ -8,6 +8,7 @@ import pytest
 
 from kiln_verify.errors import RecordInvalid
 from kiln_verify.openenv.records.reports import (
+    REPLAY_NOTES_SCHEMA,
     EnvironmentRemap,
     ReplayRunNotes,
     ReplayRunReport,
@@ -71,7 +72,7 @@ def test_the_result_puts_our_notes_beside_the_report_byte_for_byte() -> None:
 
 
 def test_empty_notes_are_written_not_omitted() -> None:
-    notes = ReplayRunNotes(volatile=[], environment_remaps=[])
+    notes = ReplayRunNotes(schema=REPLAY_NOTES_SCHEMA, volatile=[], environment_remaps=[])
     assert notes.to_json() == {
         "schema": "kiln-verify.replay-run-notes.v1",
         "volatile": [],
