@@ -446,9 +446,9 @@ REPORT_CHART_LABELLED_BARS: Final = 40
 the values are in the chart's table (always) and in each bar's tooltip."""
 
 REPORT_MAX_CONFORMANCE_BYTES: Final = 64 * MiB
-"""A ``kiln.conformance-report.v1`` JSON read by ``openenv report --conformance``: 47 cases
-on every one of hundreds of endpoints fits in a few MiB; the bound only refuses a file
-that could not be a report."""
+"""A conformance report JSON read by ``openenv report --conformance``: 47 cases and a
+``collectable`` verdict on every one of hundreds of endpoints fits in a few MiB; the bound
+only refuses a file that could not be a report."""
 
 REPORT_ZERO_VARIANCE_WARN_FRACTION: Final = 0.5
 """A bundle report warns when more than this fraction of its groups have no reward

@@ -334,7 +334,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     settings = kiln_settings(config)
     if not settings.results:
         return
-    from pytest_kiln.report import endpoint_table, summary_counts, summary_line
+    from pytest_kiln.report import (
+        collectable_lines,
+        endpoint_table,
+        summary_counts,
+        summary_line,
+    )
 
     terminalreporter.section("kiln conformance")
     for line in endpoint_table(settings.results):
@@ -345,6 +350,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(
                 f"{result.verdict.value:<13} {item.endpoint_id} {result.case_id}: {result.detail}"
             )
+    for line in collectable_lines(settings.results):
+        terminalreporter.write_line(line)
     if settings.report_error is not None:
         terminalreporter.write_line(f"kiln report NOT written: {settings.report_error}")
     else:

@@ -1,8 +1,11 @@
 """The conformance report: verdicts per endpoint and case, summary counts, atomic publication.
 
-The report is ``kiln.conformance-report.v1`` JSON (read back strictly by
+The report is ``kiln-verify.conformance-report.v2`` JSON (read back strictly by
 :mod:`kiln_verify.report.conformance_input`, which owns the format's name, verdict order
-and summary line), optionally with its HTML rendering beside it (``--kiln-report-html``),
+and summary line). Beside ``conforming`` it says per endpoint whether kiln-verify can
+collect GRPO groups from it (``collectable``, :mod:`kiln_verify.report.collectable`), in
+the JSON, in the HTML and in the terminal summary, each time naming the cases behind it.
+It is optionally written with its HTML rendering beside it (``--kiln-report-html``),
 written once at the end of the run, together or not at all. By default neither file is
 ever overwritten: an existing path is refused up front by the plugin (a usage error naming
 the fix), so a report can never be half-written or silently replace an earlier one.
@@ -20,6 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kiln_verify.report.collectable import (
+    CollectableVerdict,
+    collectable_label,
+    collectable_verdicts,
+)
 from kiln_verify.report.conformance_input import CONFORMANCE_FORMAT as REPORT_FORMAT
 from kiln_verify.report.conformance_input import VERDICTS
 from kiln_verify.report.conformance_input import summary_line as _summary_line
@@ -32,6 +40,8 @@ __all__ = [
     "VERDICTS",
     "RecordedResult",
     "build_report",
+    "collectable_lines",
+    "endpoint_collectable",
     "endpoint_table",
     "summary_counts",
     "summary_line",
@@ -59,17 +69,40 @@ def summary_line(counts: Mapping[str, int]) -> str:
     return _summary_line({verdict: counts.get(verdict, 0) for verdict in VERDICTS})
 
 
+def endpoint_collectable(results: Iterable[RecordedResult]) -> list[CollectableVerdict]:
+    """The ``collectable`` verdict of every endpoint that ran a case behind it."""
+    return collectable_verdicts(
+        (item.endpoint_id, item.result.case_id, item.result.verdict.value) for item in results
+    )
+
+
+def collectable_lines(results: Iterable[RecordedResult]) -> list[str]:
+    """The terminal's collectable verdicts: per endpoint, the answer, its cases and why."""
+    lines = []
+    for entry in endpoint_collectable(results):
+        cases = ", ".join(f"{item.case} {item.verdict}" for item in entry.cases)
+        lines.append(
+            f"collectable   {entry.endpoint}: {collectable_label(entry)} ({cases}): "
+            f"{entry.reason}"
+        )
+    return lines
+
+
 def endpoint_table(results: Iterable[RecordedResult]) -> list[str]:
-    """The terminal's per-endpoint summary: one aligned row of verdict counts per endpoint."""
+    """The terminal's per-endpoint summary: one aligned row of verdict counts per endpoint,
+    then whether it conforms and whether kiln-verify can collect from it."""
+    results = list(results)
     per: dict[str, Counter[str]] = {}
     for item in results:
         per.setdefault(item.endpoint_id, Counter())[item.result.verdict.value] += 1
-    header = ["endpoint", *VERDICTS, "conforming"]
+    collectable = {entry.endpoint: entry for entry in endpoint_collectable(results)}
+    header = ["endpoint", *VERDICTS, "conforming", "collectable"]
     rows = [
         [
             endpoint,
             *(str(counts.get(v, 0)) for v in VERDICTS),
             "no" if counts.get("FAILED") else "yes",
+            collectable_label(collectable.get(endpoint)),
         ]
         for endpoint, counts in sorted(per.items())
     ]
@@ -107,6 +140,7 @@ def build_report(results: list[RecordedResult]) -> dict[str, Any]:
         "summary": counts,
         "summary_line": summary_line(counts),
         "conforming": counts["FAILED"] == 0,
+        "collectable": [entry.to_json() for entry in endpoint_collectable(ordered)],
     }
 
 

@@ -68,7 +68,7 @@ _CONFORMANCE = typer.Option(
     None,
     "--conformance",
     metavar="PATH",
-    help="A kiln.conformance-report.v1 JSON file (pytest --kiln-report).",
+    help="A conformance report JSON file (pytest --kiln-report).",
 )
 _RECEIPT = typer.Option(
     None, "--receipt", metavar="PATH", help="An evaluation receipt (openenv evaluate)."

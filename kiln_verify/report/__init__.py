@@ -9,7 +9,9 @@ module                 job
 ``markdown``           document → GitHub-flavoured Markdown (escaped)
 ``bundle_facts``       one verification pass gathering a bundle's facts
 ``bundle``             the bundle report's document
-``conformance``        a ``kiln.conformance-report.v1`` file read strictly, its document
+``conformance``        a ``kiln-verify.conformance-report.v2`` file (or v1) read strictly,
+                       its document
+``collectable``        whether kiln-verify can collect from an endpoint, from its cases
 ``evaluation``         an evaluation receipt re-derived from its bundles, its document
 ``replay_input``       a saved ``openenv replay --json`` result, read strictly
 ``replay_diffs``       every kept drifted exchange as a diff, by candidate

@@ -4,7 +4,11 @@ Built from a :class:`~kiln_verify.report.conformance_input.ConformanceReport` (t
 plugin's JSON, validated). The matrix has one row per case (level and clause beside it)
 and one column per endpoint; every verdict that is not OK or SKIPPED links to its entry
 under "Findings", which shows the case's requirement level, clause, the detail the check
-recorded and its measurements. Nothing is recomputed: the verdicts are the suite's.
+recorded and its measurements. "Collectable" shows, per endpoint, whether kiln-verify can
+collect GRPO groups from it, the cases behind that answer (linked to their findings) and
+why; a v1 report, written before that verdict existed, says so instead. Nothing is
+recomputed: the verdicts are the suite's (the reader checked that ``collectable`` is what
+its cases say).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kiln_verify.limits import REPORT_EXCERPT_CHARS
+from kiln_verify.report.collectable import COLLECTABLE_CASES, collectable_label
 from kiln_verify.report.conformance_input import (
     VERDICTS,
     ConformanceReport,
@@ -63,8 +68,20 @@ def _anchors(report: ConformanceReport) -> dict[tuple[str, str], str]:
     return {(r.endpoint, r.case): f"finding-{i}" for i, r in enumerate(found, start=1)}
 
 
+_COLLECTABLE_TONES: dict[str, Tone] = {
+    "yes": "good", "no": "bad", "undetermined": "warn", "-": "muted",
+}  # fmt: skip
+
+
+def _collectable_cell(report: ConformanceReport, endpoint: str) -> Cell:
+    found = {entry.endpoint: entry for entry in report.collectable or ()}
+    label = collectable_label(found.get(endpoint))
+    return Cell(label, _COLLECTABLE_TONES[label])
+
+
 def _endpoints(report: ConformanceReport) -> Section:
     per = endpoint_counts(report.results)
+    versioned = report.collectable is not None
     rows = []
     for endpoint in report.endpoints:
         counts = per.get(endpoint.id, dict.fromkeys(VERDICTS, 0))
@@ -78,6 +95,7 @@ def _endpoints(report: ConformanceReport) -> Section:
                     for v in VERDICTS
                 ),
                 Cell("no" if failed else "yes", "bad" if failed else "good"),
+                *((_collectable_cell(report, endpoint.id),) if versioned else ()),
             )
         )
     chart = Chart(
@@ -86,10 +104,52 @@ def _endpoints(report: ConformanceReport) -> Section:
         "cases",
         tuple(Bar(v, float(report.summary[v]), TONES[v]) for v in VERDICTS),
     )
-    table = Table(
-        "Verdicts per endpoint", ("endpoint", "URL", *VERDICTS, "conforming"), tuple(rows)
-    )
+    columns = ("endpoint", "URL", *VERDICTS, "conforming", *(("collectable",) if versioned else ()))
+    table = Table("Verdicts per endpoint", columns, tuple(rows))
     return Section("Endpoints", (table, chart), "endpoints")
+
+
+def _collectable(report: ConformanceReport, anchors: dict[tuple[str, str], str]) -> Section:
+    note = Paragraph(
+        "Conforming means that no MUST case failed. Collectable means that kiln-verify's "
+        "rollout accepts the endpoint's GRPO groups: reset(seed) reproduces the observation "
+        "and the hidden state on fresh sessions, and a requested episode_id is kept or left "
+        f"out of the reset options (it is then volatile identity). It rests on "
+        f"{' and '.join(COLLECTABLE_CASES)}, the cases whose rules rollout enforces and names "
+        "when it refuses."
+    )
+    if report.collectable is None:
+        old = Paragraph(
+            f"This report is {report.format}, written before the collectable verdict existed; "
+            "run the suite again for it.",
+            "muted",
+        )
+        return Section("Collectable", (note, old), "collectable")
+    rows = []
+    for entry in report.collectable:
+        label = collectable_label(entry)
+        ran = {item.case: item.verdict for item in entry.cases}
+        cases = (
+            Cell(ran[case], TONES[ran[case]], anchor=anchors.get((entry.endpoint, case)))
+            if case in ran
+            else Cell("\u2013", "muted")
+            for case in COLLECTABLE_CASES
+        )
+        rows.append(
+            (
+                Cell(entry.endpoint),
+                Cell(label, _COLLECTABLE_TONES[label]),
+                Cell(entry.requested_episode_id),
+                *cases,
+                Cell(entry.reason),
+            )
+        )
+    if not rows:
+        empty = Paragraph(f"No endpoint ran {' or '.join(COLLECTABLE_CASES)}.", "muted")
+        return Section("Collectable", (note, empty), "collectable")
+    columns = ("endpoint", "collectable", "requested episode_id", *COLLECTABLE_CASES, "why")
+    table = Table("Collectable per endpoint", columns, tuple(rows))
+    return Section("Collectable", (note, table), "collectable")
 
 
 def _matrix(report: ConformanceReport, anchors: dict[tuple[str, str], str]) -> Section:
@@ -199,6 +259,7 @@ def conformance_document(report: ConformanceReport) -> Document:
         sections=(
             Section("Verdict", (verdict, run), "verdict"),
             _endpoints(report),
+            _collectable(report, anchors),
             _matrix(report, anchors),
             _findings(report, anchors),
         ),

@@ -1,12 +1,19 @@
-"""``kiln.conformance-report.v1``, the conformance suite's JSON report, read strictly.
+"""``kiln-verify.conformance-report.v2``, the conformance suite's JSON report, read strictly.
 
 The plugin (``pytest_kiln.report``) writes the file; this module is its reader, so a
 report can be rendered later, elsewhere, from the file alone (``kiln-verify openenv report
 --conformance PATH``). The file is not trusted: strict JSON under a size bound, closed
 records (unknown keys are refused), and the file's own redundancy is checked: the
 ``summary`` counts, ``summary_line`` and ``conforming`` must be what ``results`` say, every
-result's endpoint must be listed, and one case keeps one level and clause. Endpoint ids,
-URLs, details and measurement names are peer-influenced text and are rendered escaped.
+result's endpoint must be listed, one case keeps one level and clause, and ``collectable``
+must be what :func:`~kiln_verify.report.collectable.collectable_verdicts` makes of the
+results. Endpoint ids, URLs, details and measurement names are peer-influenced text and are
+rendered escaped.
+
+The format is kiln-verify's own: Kiln publishes no conformance-report schema (its
+contracts are the three ``contracts/kiln-*.schema.json``), so v2 carries our name. v2 added
+``collectable``, which a strict v1 reader would refuse, hence the new version. A v1 file
+(``kiln.conformance-report.v1``, written before) is still read, without that verdict.
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ from kiln_verify.errors import RecordInvalid
 from kiln_verify.limits import REPORT_MAX_CONFORMANCE_BYTES
 from kiln_verify.openenv.verify.files import read_bounded
 from kiln_verify.records import Record, validate_record
+from kiln_verify.report.collectable import CollectableVerdict, collectable_verdicts
 
 __all__ = [
     "CONFORMANCE_FORMAT",
+    "LEGACY_CONFORMANCE_FORMAT",
     "LEVELS",
     "VERDICTS",
     "ConformanceReport",
@@ -34,7 +43,9 @@ __all__ = [
     "summary_line",
 ]
 
-CONFORMANCE_FORMAT: Final = "kiln.conformance-report.v1"
+CONFORMANCE_FORMAT: Final = "kiln-verify.conformance-report.v2"
+LEGACY_CONFORMANCE_FORMAT: Final = "kiln.conformance-report.v1"
+"""The format before the ``collectable`` verdict; still read, never written."""
 VERDICTS: Final = ("OK", "NON-STRICT", "FAILED", "INFORMATIONAL", "SKIPPED")
 """Every verdict, in the order reports list them (the plugin's ``Verdict`` enum)."""
 LEVELS: Final = ("MUST", "SHOULD", "MAY")
@@ -70,7 +81,11 @@ class ConformanceResult(Record):
 
 
 class ConformanceReport(Record):
-    format: Literal["kiln.conformance-report.v1"]
+    """The whole report; ``collectable`` is present in v2 and absent in v1."""
+
+    _omit_when_none = frozenset({"collectable"})
+
+    format: Literal["kiln-verify.conformance-report.v2", "kiln.conformance-report.v1"]
     tool: ToolInfo
     python: StrictStr
     platform: StrictStr
@@ -80,6 +95,7 @@ class ConformanceReport(Record):
     summary: dict[Verdict, StrictInt]
     summary_line: StrictStr
     conforming: StrictBool
+    collectable: list[CollectableVerdict] | None = None
 
 
 def summary_line(counts: dict[str, int]) -> str:
@@ -123,6 +139,17 @@ def _consistent(report: ConformanceReport, shown: str) -> None:
         if (result.endpoint, result.case) in pairs:
             raise fail(f"results[{index}]: a second verdict for the same endpoint and case")
         pairs.add((result.endpoint, result.case))
+    if report.format == LEGACY_CONFORMANCE_FORMAT:
+        if report.collectable is not None:
+            raise fail(f"collectable is not part of {LEGACY_CONFORMANCE_FORMAT}")
+        return
+    if report.collectable is None:
+        raise fail("collectable is missing")
+    expected_verdicts = collectable_verdicts(
+        (result.endpoint, result.case, result.verdict) for result in report.results
+    )
+    if report.collectable != expected_verdicts:
+        raise fail("collectable is not what the results of the cases behind it say")
 
 
 def read_conformance_report(path: str | os.PathLike[str]) -> ConformanceReport:

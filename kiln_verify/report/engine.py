@@ -77,7 +77,7 @@ def bundle_report(
 def conformance_report(
     report_path: str | os.PathLike[str], *, output_format: Format = "html"
 ) -> RenderedReport:
-    """Read a ``kiln.conformance-report.v1`` file strictly, then report on it."""
+    """Read a ``kiln-verify.conformance-report.v2`` (or v1) file strictly, then report on it."""
     from kiln_verify.report.conformance import conformance_document, read_conformance_report
 
     return render(conformance_document(read_conformance_report(report_path)), output_format)

@@ -83,7 +83,7 @@ def test_conformance_suite_against_openenv_peer(
     output = process.stdout + process.stderr
     assert process.returncode == 0, output
 
-    assert report["format"] == "kiln.conformance-report.v1"
+    assert report["format"] == "kiln-verify.conformance-report.v2"
     assert report["endpoints"] == [{"id": url, "url": url}]
     verdicts = {row["case"]: row["verdict"] for row in report["results"]}
     assert set(verdicts) == CASE_IDS

@@ -23,7 +23,9 @@ HOSTILE = (
 
 
 def conformance_document() -> dict[str, Any]:
-    """A fixed ``kiln.conformance-report.v1`` report: two endpoints, every verdict once."""
+    """A fixed ``kiln-verify.conformance-report.v2`` report: two endpoints, every verdict,
+    alpha collectable (both cases behind it OK), beta undetermined (its determinism case
+    skipped)."""
 
     def row(
         endpoint: str, case: str, level: str, verdict: str, detail: str, **extra: Any
@@ -56,10 +58,13 @@ def conformance_document() -> dict[str, Any]:
             "answered nothing in 5 s",
             measurements={"capacity_retries": 2},
         ),
+        row("alpha", "determinism.fresh-session-same-seed", "SHOULD", "OK", ""),
+        row("alpha", "ws.episode-id-echo", "MAY", "OK", ""),
+        row("beta", "determinism.fresh-session-same-seed", "SHOULD", "SKIPPED", "no session"),
     ]
-    summary = {"OK": 3, "NON-STRICT": 1, "FAILED": 1, "INFORMATIONAL": 1, "SKIPPED": 1}
+    summary = {"OK": 5, "NON-STRICT": 1, "FAILED": 1, "INFORMATIONAL": 1, "SKIPPED": 2}
     return {
-        "format": "kiln.conformance-report.v1",
+        "format": "kiln-verify.conformance-report.v2",
         "tool": {"name": "kiln-verify", "version": "0.1.0"},
         "python": "3.11.7",
         "platform": "Linux-test",
@@ -71,9 +76,34 @@ def conformance_document() -> dict[str, Any]:
         "results": results,
         "summary": summary,
         "summary_line": (
-            "kiln conformance: 3 OK, 1 NON-STRICT, 1 FAILED, 1 INFORMATIONAL, 1 SKIPPED"
+            "kiln conformance: 5 OK, 1 NON-STRICT, 1 FAILED, 1 INFORMATIONAL, 2 SKIPPED"
         ),
         "conforming": False,
+        "collectable": [
+            {
+                "endpoint": "alpha",
+                "collectable": True,
+                "requested_episode_id": "kept",
+                "cases": [
+                    {"case": "determinism.fresh-session-same-seed", "verdict": "OK"},
+                    {"case": "ws.episode-id-echo", "verdict": "OK"},
+                ],
+                "reason": (
+                    "reset(seed) reproduced the observation and the hidden state on two fresh "
+                    "sessions; a requested episode_id is kept"
+                ),
+            },
+            {
+                "endpoint": "beta",
+                "collectable": None,
+                "requested_episode_id": "untested",
+                "cases": [{"case": "determinism.fresh-session-same-seed", "verdict": "SKIPPED"}],
+                "reason": (
+                    "undetermined: determinism.fresh-session-same-seed could not be probed "
+                    "(its detail says why)"
+                ),
+            },
+        ],
     }
 
 
