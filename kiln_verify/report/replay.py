@@ -168,10 +168,13 @@ def _clean(report: ReplayRunReport, notes: ReplayRunNotes | None) -> Document:
 
 def _drifted(error: ReplayDriftError) -> Document:
     detail, totals = error.detail, error.totals
-    verdict: list[Block] = [
-        Notice("Drift: the live environment no longer reproduces the bundle.", "bad"),
-        Paragraph(error.rule),
-    ]
+    headline = (
+        "Drift: the live environment does not keep the episode id the reset payload names "
+        "(episode_id_ignored)."
+        if error.code == "episode_id_ignored"
+        else "Drift: the live environment no longer reproduces the bundle."
+    )
+    verdict: list[Block] = [Notice(headline, "bad"), Paragraph(error.rule)]
     if error.hint is not None:
         verdict.append(Paragraph(f"Likely cause: {error.hint}"))
     verdict.append(_run(detail.replay_sha256, detail.environments, detail.groups))

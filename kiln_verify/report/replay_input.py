@@ -7,7 +7,9 @@ Three shapes are accepted: the two a finished replay prints, and Kiln's bare rep
   it (:class:`~kiln_verify.openenv.records.reports.ReplayRunResult`);
 - a bare ``kiln.openenv-replay-run.v1`` report (what Kiln's own replay writes, or the
   ``report`` taken out of ours): the page then says the notes were not recorded;
-- ``{"error": {...}}`` whose error is ``replay_drift`` *with* its ``detail`` (every drifted
+- ``{"error": {...}}`` whose error is ``replay_drift`` (or ``episode_id_ignored``, a replay
+  drift whose cause is a requested episode id the live server did not keep) *with* its
+  ``detail`` (every drifted
   exchange kept, by candidate; :mod:`kiln_verify.openenv.replay.detail`).
 
 Anything else is ``record_invalid``: another error (a transport failure, a usage error: the
@@ -138,11 +140,12 @@ class DriftDetail(Record):
 
 
 class ReplayDriftError(Record):
-    """The ``replay_drift`` error object, as ``--json`` prints it under ``error``."""
+    """The ``replay_drift`` (or ``episode_id_ignored``) error object, as ``--json`` prints it
+    under ``error``."""
 
     _omit_when_none: ClassVar[frozenset[str]] = frozenset({"hint", "totals", "drifted"})
 
-    code: Literal["replay_drift"]
+    code: Literal["replay_drift", "episode_id_ignored"]
     rule: StrictStr
     hint: StrictStr | None = None
     drift: DriftLocation
@@ -238,7 +241,7 @@ def read_replay_result(path: str | os.PathLike[str]) -> ReplayResult:
     if len(value) != 1 or not isinstance(error, dict):
         raise RecordInvalid('a replay error document is exactly {"error": {...}}', path=shown)
     code = error.get("code")
-    if code != "replay_drift":
+    if code not in ("replay_drift", "episode_id_ignored"):
         raise RecordInvalid(
             f"the replay failed with {snippet(code)} before it could compare anything: there is "
             "no drift to report",

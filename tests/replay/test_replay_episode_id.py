@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from kiln_verify.cli import app
 from kiln_verify.errors import EpisodeIdIgnored, ReplayDrift
 from kiln_verify.openenv.replay import replay_bundle
+from kiln_verify.report import engine
 from tests.replay.conftest import Restart, Start, collect_bundle, manifest_of
 
 HINT = (
@@ -72,6 +73,11 @@ def test_a_server_that_no_longer_keeps_the_episode_id(
     assert document["code"] == "episode_id_ignored"
     assert document["hint"] == HINT
     assert "derive every random choice" not in json.dumps(document)
+    # the saved result renders as a replay report that names the cause
+    saved = tmp_path / "replay.json"
+    saved.write_text(json.dumps({"error": document}), encoding="utf-8")
+    page = engine.replay_report(saved).data.decode()
+    assert "does not keep the episode id the reset payload names (episode_id_ignored)" in page
 
 
 def test_a_hidden_state_stays_replay_drift(start: Start, tmp_path: Path) -> None:
