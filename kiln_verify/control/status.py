@@ -288,13 +288,13 @@ class InspectResponse(Record):
 
 
 class TaskSplitRecord(Record):
-    """One provider-authored split; unknown provider fields are preserved as sent."""
+    """One provider-authored split; unknown provider fields are preserved as sent. ``type``
+    is required, as in Kiln's ``OpenEnvTaskSplit``."""
 
     model_config = Record.model_config | {"extra": "allow"}
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"type"})
 
     name: _Text
-    type: _Text | None = None
+    type: _Text
 
 
 class TaskCatalogRecord(Record):

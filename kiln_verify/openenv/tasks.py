@@ -32,12 +32,15 @@ _INVENTORY_ABSENT = frozenset({INVENTORY_ABSENT_STATUS})
 
 
 class TaskSplit(BaseModel):
-    """One split; fields beyond ``name`` and ``type`` are preserved as the server sent them."""
+    """One split; fields beyond ``name`` and ``type`` are preserved as the server sent them.
+
+    Both are required non-empty strings, as in Kiln's ``OpenEnvTaskSplit``: a catalog that
+    names Kiln's record is Kiln's record (OpenEnv's server always sends a ``type``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
     name: str
-    type: str | None = None
+    type: str
 
 
 class TaskCatalog(BaseModel):
@@ -90,10 +93,10 @@ def _splits(document: Any) -> list[TaskSplit]:
         raise TaskApiInvalid(f"splits must be a JSON array of at most {MAX_CATALOG_NAMES} items")
     out: list[TaskSplit] = []
     for item in document:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise TaskApiInvalid("every split must be an object with a string name")
-        if item.get("type") is not None and not isinstance(item["type"], str):
-            raise TaskApiInvalid("a split type must be a string")
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise TaskApiInvalid("every split must be an object with a non-empty string name")
+        if not isinstance(item.get("type"), str) or not item["type"]:
+            raise TaskApiInvalid("every split must have a non-empty string type")
         out.append(TaskSplit.model_validate(item))
     return out
 

@@ -55,7 +55,7 @@ def test_rollout_verify_replay_and_evaluate_through_a_real_llm_server(
     verified = _invoke("openenv", "verify", "--summary", str(tmp_path / "s.json"))
     assert verified["rollouts"] == 8
     replayed = _invoke("openenv", "replay", "--summary", str(tmp_path / "s.json"))
-    assert replayed["schema"] == "kiln.openenv-replay-run.v1"
+    assert replayed["report"]["schema"] == "kiln.openenv-replay-run.v1"
 
     receipt = _invoke(
         "openenv", "evaluate", "--environment", bandit_url,

@@ -142,7 +142,7 @@ def test_rollout_verify_replay(start: Start, tmp_path: Path,
     replay = runner.invoke(app, ["openenv", "replay", "--summary",
                                  "openenv.rollout-summary.json", "--json"])
     assert replay.exit_code == 0, replay.output
-    report = json.loads(replay.stdout)
+    report = json.loads(replay.stdout)["report"]
     assert (report["groups"], report["rollouts"]) == (2, 4)
 
 

@@ -187,7 +187,7 @@ def test_openenv_replay_replays_a_step_against_the_live_environment(
     summary = factory_run.bundles[0] / "openenv.rollout-summary.json"
     result = CliRunner().invoke(app, ["openenv", "replay", "--summary", str(summary), "--json"])
     assert result.exit_code == 0, result.output[-2000:]
-    run = json.loads(result.stdout)  # exit 0: no drift (drift exits 1, replay_drift)
+    run = json.loads(result.stdout)["report"]  # exit 0: no drift (drift exits 1, replay_drift)
     assert run["schema"] == "kiln.openenv-replay-run.v1"
     assert (run["groups"], run["rollouts"]) == (2, 4)
     assert run["environment_exchanges"] >= 2
