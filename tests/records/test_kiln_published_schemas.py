@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from kiln_verify.cli import app
 from kiln_verify.control import status as control
 from kiln_verify.control.request import OpenEnvRunRequest
+from kiln_verify.errors import TaskApiInvalid
 from kiln_verify.hf.manifest import export, grpo, import_receipt, provenance, result, sft, shards
 from kiln_verify.hf.manifest.fields import FileIdentity
 from kiln_verify.openenv.evaluate.engine import TrainingInterval, evaluate_bundles
@@ -39,6 +40,8 @@ from kiln_verify.openenv.records import (
     summary,
 )
 from kiln_verify.openenv.records.serialize import report_bytes
+from kiln_verify.openenv.tasks import TaskCatalog
+from kiln_verify.openenv.tasks import _splits as task_splits
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.records import Record
 from kiln_verify.records.policy import AdapterIdentity, BehaviorPolicyIdentity
@@ -343,3 +346,18 @@ def test_the_hf_manifests_are_kiln_s_records() -> None:
     check("SftIngestionReceipt", hf.ingestion().to_json())
     for completion in hf.grpo_group().to_json()["completions"]:
         check("RolloutProvenanceV1", completion["provenance"])
+
+
+def test_a_task_split_is_kiln_s_record_or_refused() -> None:
+    """Kiln's split requires a non-empty name and type and keeps a provider's other fields."""
+    splits = task_splits([{"name": "train", "type": "train", "difficulty": "easy"}])
+    catalog = TaskCatalog(environment_name="math", task_api="available", splits=splits)
+    entry = {"base_url": "http://127.0.0.1:1", "catalog": catalog.to_json()}
+    answer = control.TaskCatalogResponse.from_json(
+        {"schema": control.TASK_CATALOG_SCHEMA, "catalogs": [entry]}
+    )
+    check("OpenEnvTaskCatalogResponse", answer.to_json())
+    assert answer.to_json()["catalogs"][0]["catalog"]["splits"][0]["difficulty"] == "easy"
+    for bad in ({"name": "train"}, {"name": "train", "type": ""}, {"name": "", "type": "test"}):
+        with pytest.raises(TaskApiInvalid):
+            task_splits([bad])
