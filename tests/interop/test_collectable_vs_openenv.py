@@ -53,7 +53,8 @@ def _rollout(url: str, directory: Path, *flags: str) -> tuple[int, Any]:
             "--group-size", "2", "--max-steps", "2",
             "--output", str(directory / "openenv.rollouts.jsonl"),
             "--replay-output", str(directory / "openenv.replay.json"),
-            "--summary-output", str(directory / "openenv.rollout-summary.json"), *flags]  # fmt: skip
+            "--summary-output", str(directory / "openenv.rollout-summary.json"),
+            *flags]  # fmt: skip
     result = CliRunner().invoke(app, args)
     return result.exit_code, json.loads(result.stdout)
 
