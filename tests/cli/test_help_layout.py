@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import typer
@@ -59,6 +59,22 @@ def render(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) 
     return run
 
 
+class Page(NamedTuple):
+    command: Any
+    width: int
+    out: str
+
+
+@pytest.fixture(
+    params=[(words, command, width) for words, command in COMMANDS for width in WIDTHS],
+    ids=[f"{name}-{width}" for name in IDS for width in WIDTHS],
+)
+def page(request: pytest.FixtureRequest, render: Any) -> Page:
+    """Every command's help (``COMMANDS``) at every width (``WIDTHS``), rendered."""
+    words, command, width = request.param
+    return Page(command, width, render(words, width))
+
+
 def _section(text: str, title: str) -> list[str]:
     """The lines of one ``Title:`` section of a help text."""
     lines = text.splitlines()
@@ -89,12 +105,8 @@ def _options(command: Any) -> list[Any]:
     return [p for p in command.params if p.param_type_name == "option" and not p.hidden]
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize(("words", "command"), COMMANDS, ids=IDS)
-def test_every_option_is_named_in_full(
-    render: Any, words: list[str], command: Any, width: int
-) -> None:
-    out = render(words, width)
+def test_every_option_is_named_in_full(page: Page) -> None:
+    command, _, out = page
     assert "…" not in out
     assert "<bool>" not in out.lower()
     assert "boolean" not in out.lower()
@@ -116,12 +128,8 @@ def test_every_option_is_named_in_full(
             assert re.fullmatch(r"<[\w-]+(\|[\w-]+)+>", found[0][0]), (sorted(names), out)
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize(("words", "command"), COMMANDS, ids=IDS)
-def test_help_keeps_every_description_and_fits(
-    render: Any, words: list[str], command: Any, width: int
-) -> None:
-    out = render(words, width)
+def test_help_keeps_every_description_and_fits(page: Page) -> None:
+    command, width, out = page
     flat = _flat(out)
     for option in _options(command):
         assert _flat(option.help or "") in flat, (option.opts, out)

@@ -1,4 +1,5 @@
-"""The behaviour peers (`behaviour_peers.py`) as a session fixture, and a suite runner.
+"""The behaviour peers (`behaviour_peers.py`) as a session fixture, any peer module's
+child process (`peers_process`), and a suite runner.
 
 One child process hosts every peer (the openenv import is paid once); it exits with this
 process (its stdin is a pipe from here). Import the fixture into a test module with
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +34,29 @@ LINE_UP: dict[str, int] = {
 }
 
 
+@contextmanager
+def peers_process(
+    module: str, line_up: Mapping[str, int], label: str, timeout_s: float = PEER_START_TIMEOUT_S * 2
+) -> Iterator[dict[str, str]]:
+    """`python -m MODULE --exit-on-stdin-eof NAME:MAX_SESSIONS ...` (a peer module that
+    extends `openenv_peers`) in one child that exits with this process (its stdin is a pipe
+    from here); the peers' base URLs, keyed as in `line_up`."""
+    argv = [sys.executable, "-m", module, "--exit-on-stdin-eof",
+            *(f"{name}:{limit}" for name, limit in line_up.items())]  # fmt: skip
+    server = start_server_process(
+        argv, label=label, expected_urls=len(line_up), timeout_s=timeout_s, keep_stdin_open=True
+    )
+    try:
+        yield dict(zip(line_up, server.urls, strict=True))
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def behaviour_urls() -> Iterator[dict[str, str]]:
     """The behaviour peers' base URLs, keyed as in `LINE_UP`."""
-    argv = [sys.executable, "-m", MODULE, "--exit-on-stdin-eof",
-            *(f"{name}:{limit}" for name, limit in LINE_UP.items())]
-    server = start_server_process(argv, label="openenv-behaviours", expected_urls=len(LINE_UP),
-                                  timeout_s=PEER_START_TIMEOUT_S * 2, keep_stdin_open=True)
-    try:
-        yield dict(zip(LINE_UP, server.urls, strict=True))
-    finally:
-        server.stop()
+    with peers_process(MODULE, LINE_UP, "openenv-behaviours") as urls:
+        yield urls
 
 
 def run_suite(urls: Sequence[str], report: Path, *extra: str,

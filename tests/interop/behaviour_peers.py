@@ -299,10 +299,5 @@ BEHAVIOUR_PEERS: dict[str, Callable[[int], FastAPI]] = {
 }
 
 
-def main(argv: list[str]) -> int:
-    openenv_peers.PEERS.update(BEHAVIOUR_PEERS)
-    return openenv_peers.main(argv)
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(openenv_peers.main_with(BEHAVIOUR_PEERS, sys.argv[1:]))

@@ -36,7 +36,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import uvicorn
@@ -390,6 +390,13 @@ def main(argv: Sequence[str]) -> int:
     os.environ.pop("ENABLE_WEB_INTERFACE", None)
     asyncio.run(serve_forever([_parse(name) for name in names], watch_parent_stdin=watch))
     return 0
+
+
+def main_with(extra: Mapping[str, PeerFactory], argv: Sequence[str]) -> int:
+    """`main` with `extra` peers beside these: the entry point of the peer modules that
+    extend this one (`behaviour_peers`, `seed_peers`, `state_peers`)."""
+    PEERS.update(extra)
+    return main(argv)
 
 
 if __name__ == "__main__":

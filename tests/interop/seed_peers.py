@@ -86,10 +86,5 @@ SEED_PEERS = {
 }
 
 
-def main(argv: list[str]) -> int:
-    openenv_peers.PEERS.update(SEED_PEERS)
-    return openenv_peers.main(argv)
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(openenv_peers.main_with(SEED_PEERS, sys.argv[1:]))

@@ -67,10 +67,5 @@ STATE_PEERS = {
 }
 
 
-def main(argv: list[str]) -> int:
-    openenv_peers.PEERS.update(STATE_PEERS)
-    return openenv_peers.main(argv)
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(openenv_peers.main_with(STATE_PEERS, sys.argv[1:]))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,14 @@ pytest.importorskip("openenv")
 
 from typer.testing import CliRunner
 
-from benchmarks._common import PEER_START_TIMEOUT_S, start_server_process
+from benchmarks._common import PEER_START_TIMEOUT_S
 from kiln_verify.cli import app
 from kiln_verify.errors import RecoverableProtocolError, ResetNondeterministic
 from kiln_verify.openenv.collect import CollectionControls, run_collection
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.verify import verify_bundle
 from tests.collect.options import make_controls
-from tests.interop.behaviour_kit import behaviour_urls
+from tests.interop.behaviour_kit import behaviour_urls, peers_process
 
 __all__ = ["behaviour_urls"]
 
@@ -41,15 +40,11 @@ FILES = ["openenv.replay.json", "openenv.rollout-summary.json", "openenv.rollout
 
 @pytest.fixture(scope="module")
 def late_state_url() -> Iterator[str]:
-    argv = [sys.executable, "-m", "tests.interop.state_peers", "--exit-on-stdin-eof",
-            "late-state:4"]  # fmt: skip
-    server = start_server_process(
-        argv, label="openenv-late-state", timeout_s=PEER_START_TIMEOUT_S, keep_stdin_open=True
-    )
-    try:
-        yield server.urls[0]
-    finally:
-        server.stop()
+    with peers_process(
+        "tests.interop.state_peers", {"late-state": 4}, "openenv-late-state",
+        timeout_s=PEER_START_TIMEOUT_S,
+    ) as urls:  # fmt: skip
+        yield urls["late-state"]
 
 
 def _controls(url: str, directory: Path, **options: Any) -> CollectionControls:

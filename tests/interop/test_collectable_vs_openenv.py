@@ -13,7 +13,6 @@ what a reset asks for (`seed_peers.py`: the behaviours of OpenEnv's own example 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,8 @@ pytest.importorskip("openenv")
 
 from typer.testing import CliRunner
 
-from benchmarks._common import PEER_START_TIMEOUT_S, start_server_process
 from kiln_verify.cli import app
-from tests.interop.behaviour_kit import run_suite
+from tests.interop.behaviour_kit import peers_process, run_suite
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -36,15 +34,9 @@ ECHO = "ws.episode-id-echo"
 
 @pytest.fixture(scope="module")
 def urls() -> Iterator[dict[str, str]]:
-    names = ("ignored-seed", "ignored-episode-id")
-    argv = [sys.executable, "-m", "tests.interop.seed_peers", "--exit-on-stdin-eof",
-            *(f"{name}:4" for name in names)]  # fmt: skip
-    server = start_server_process(argv, label="openenv-seed-peers", expected_urls=len(names),
-                                  timeout_s=PEER_START_TIMEOUT_S * 2, keep_stdin_open=True)
-    try:
-        yield dict(zip(names, server.urls, strict=True))
-    finally:
-        server.stop()
+    line_up = {"ignored-seed": 4, "ignored-episode-id": 4}
+    with peers_process("tests.interop.seed_peers", line_up, "openenv-seed-peers") as found:
+        yield found
 
 
 def _rollout(url: str, directory: Path, *flags: str) -> tuple[int, Any]:

@@ -1,16 +1,25 @@
 """A small OpenAI-compatible HTTP stub on 127.0.0.1 for the error paths a real server
 rarely produces on demand (429s, 5xx, slow answers, bad bodies). The first path segment
-picks the behaviour; every request is logged with its path, body and Authorization."""
+picks the behaviour; every request is logged with its path, body and Authorization.
+
+Beside it, what the tests of the openai policy against their own loopback servers share:
+``serve`` (any handler on 127.0.0.1), ``act_once`` (one step's ``act`` through a fresh
+policy) and ``openai_rollout_args`` (``kiln-verify openenv rollout --policy openai``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
+
+from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
+from kiln_verify.openenv.policy.openai_compat import OpenAICompatPolicy
 
 
 def completion(message: dict[str, Any], finish: str = "stop") -> bytes:
@@ -117,9 +126,10 @@ class StubHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def stub_server() -> Iterator[str]:
-    """The stub's origin (``http://127.0.0.1:PORT``); the first path segment picks a mode."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), StubHandler)
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` on 127.0.0.1 in a daemon thread (and daemon threads per request, so a
+    stalled answer never holds up the exit); its origin (``http://127.0.0.1:PORT``)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -127,3 +137,45 @@ def stub_server() -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def stub_server() -> Iterator[str]:
+    """The stub's origin (``http://127.0.0.1:PORT``); the first path segment picks a mode."""
+    with serve(StubHandler) as origin:
+        yield origin
+
+
+def act_once(base_url: str, **policy: Any) -> Any:
+    """One step's ``act`` through a fresh ``OpenAICompatPolicy`` (model ``tiny``, no
+    retries, ``policy`` added), closed after it."""
+    request = PolicyRequest.for_step(
+        messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+        action_schema={}, seed=9, candidate_index=0, step_index=0, temperature=0.5,
+        max_action_tokens=32, thinking=False,
+    )  # fmt: skip
+
+    async def go() -> Any:
+        client = OpenAICompatPolicy(
+            base_url=base_url, model="tiny", clock=ZERO_CLOCK, max_retries=0, **policy
+        )
+        try:
+            return await client.act(request)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def openai_rollout_args(environment: str, base_url: str, key_variable: str, out: Path) -> list[str]:
+    """``openenv rollout --json`` of one group of two two-step candidates from
+    ``environment`` with the openai policy at ``base_url`` (model ``tiny``, its key in
+    ``key_variable``, no retries, no thinking), writing its three files into ``out``."""
+    return ["openenv", "rollout", "--environment", environment, "--json",
+            "--policy", "openai", "--policy-option", f"base_url={base_url}",
+            "--policy-option", "model=tiny", "--policy-option", f"api_key_env={key_variable}",
+            "--policy-option", "max_retries=0",
+            "--groups", "1", "--group-size", "2", "--max-steps", "2", "--no-thinking",
+            "--output", str(out / "openenv.rollouts.jsonl"),
+            "--replay-output", str(out / "openenv.replay.json"),
+            "--summary-output", str(out / "openenv.rollout-summary.json")]  # fmt: skip

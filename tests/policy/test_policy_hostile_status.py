@@ -13,16 +13,14 @@ own refusals are in ``tests/llm_server/test_openai_policy_refusals.py``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import html
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -34,8 +32,6 @@ from typer.testing import CliRunner
 from kiln_verify.cli import app
 from kiln_verify.errors import PolicyHttpStatus
 from kiln_verify.limits import MAX_PEER_REASON_CHARS, MAX_POLICY_ERROR_BODY_BYTES
-from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
-from kiln_verify.openenv.policy.openai_compat import OpenAICompatPolicy
 from oracle.runner import ServerHandle, start_server
 from tests.openenv.hostile_peer import (
     TOKEN_ALPHABET,
@@ -44,6 +40,7 @@ from tests.openenv.hostile_peer import (
     every_log_record,
     json_body,
 )
+from tests.policy.openai_stub import act_once, openai_rollout_args, serve
 
 VARIABLE = "KILN_REFUSING_API_KEY"
 STATUSES = (400, 422, 500, 503)
@@ -98,15 +95,8 @@ class _Refusing(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def chat() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(_Refusing) as origin:
+        yield f"{origin}/v1"
 
 
 @contextmanager
@@ -118,24 +108,9 @@ def _answering(status: int, body: bytes, content_type: str, delivery: str) -> It
 
 
 def _act(base_url: str, token: str | None, **kwargs: Any) -> Any:
-    request = PolicyRequest.for_step(
-        messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
-        action_schema={}, seed=9, candidate_index=0, step_index=0, temperature=0.5,
-        max_action_tokens=32, thinking=False,
-    )  # fmt: skip
     if token:
         kwargs.update(api_key_env=VARIABLE, environ={VARIABLE: token})
-
-    async def go() -> Any:
-        policy = OpenAICompatPolicy(
-            base_url=base_url, model="tiny", clock=ZERO_CLOCK, max_retries=0, **kwargs
-        )
-        try:
-            return await policy.act(request)
-        finally:
-            await policy.aclose()
-
-    return asyncio.run(go())
+    return act_once(base_url, **kwargs)
 
 
 # --- bodies ---------------------------------------------------------------------------------
@@ -301,14 +276,7 @@ def test_rollout_against_a_refusing_server_writes_nothing(
     token = data.draw(tokens, label="token")
     status, body, content_type, delivery = data.draw(hostile_answers(token), label="answer")
     out = tmp_path_factory.mktemp("rollout")
-    args = ["openenv", "rollout", "--environment", counter.base_url, "--json",
-            "--policy", "openai", "--policy-option", f"base_url={chat}",
-            "--policy-option", "model=tiny", "--policy-option", f"api_key_env={VARIABLE}",
-            "--policy-option", "max_retries=0",
-            "--groups", "1", "--group-size", "2", "--max-steps", "2", "--no-thinking",
-            "--output", str(out / "openenv.rollouts.jsonl"),
-            "--replay-output", str(out / "openenv.replay.json"),
-            "--summary-output", str(out / "openenv.rollout-summary.json")]  # fmt: skip
+    args = openai_rollout_args(counter.base_url, chat, VARIABLE, out)
     with every_log_record() as logs, _answering(status, body, content_type, delivery):
         result = CliRunner().invoke(app, args, env={VARIABLE: token})
     assert result.exit_code == 1, result.output

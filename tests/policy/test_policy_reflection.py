@@ -12,12 +12,10 @@ non-2xx body is scrubbed, which ``test_policy_hostile_status.py`` checks.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,8 +26,6 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.errors import CredentialReflected
-from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
-from kiln_verify.openenv.policy.openai_compat import OpenAICompatPolicy
 from oracle.runner import ServerHandle, start_server
 from tests.openenv.hostile_peer import (
     TOKEN_ALPHABET,
@@ -38,6 +34,7 @@ from tests.openenv.hostile_peer import (
     inject,
     injections,
 )
+from tests.policy.openai_stub import act_once, openai_rollout_args, serve
 
 VARIABLE = "KILN_HOSTILE_API_KEY"
 tokens = st.text(TOKEN_ALPHABET, min_size=12, max_size=48)
@@ -100,14 +97,8 @@ def _serving(body: str) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def chat() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(_Hostile) as origin:
+        yield f"{origin}/v1"
 
 
 @pytest.fixture(scope="module")
@@ -118,27 +109,7 @@ def counter() -> Iterator[ServerHandle]:
 
 
 def _act(base_url: str, token: str) -> Any:
-    request = PolicyRequest.for_step(
-        messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
-        action_schema={}, seed=9, candidate_index=0, step_index=0, temperature=0.5,
-        max_action_tokens=32, thinking=False,
-    )  # fmt: skip
-
-    async def go() -> Any:
-        policy = OpenAICompatPolicy(
-            base_url=base_url,
-            model="tiny",
-            api_key_env=VARIABLE,
-            environ={VARIABLE: token},
-            clock=ZERO_CLOCK,
-            max_retries=0,
-        )
-        try:
-            return await policy.act(request)
-        finally:
-            await policy.aclose()
-
-    return asyncio.run(go())
+    return act_once(base_url, api_key_env=VARIABLE, environ={VARIABLE: token})
 
 
 def _body(data: st.DataObject, token: str) -> str:
@@ -186,14 +157,7 @@ def test_rollout_with_the_openai_policy_writes_nothing(
 ) -> None:  # fmt: skip
     token = data.draw(tokens, label="token")
     out = tmp_path_factory.mktemp("rollout")
-    args = ["openenv", "rollout", "--environment", counter.base_url, "--json",
-            "--policy", "openai", "--policy-option", f"base_url={chat}",
-            "--policy-option", "model=tiny", "--policy-option", f"api_key_env={VARIABLE}",
-            "--policy-option", "max_retries=0",
-            "--groups", "1", "--group-size", "2", "--max-steps", "2", "--no-thinking",
-            "--output", str(out / "openenv.rollouts.jsonl"),
-            "--replay-output", str(out / "openenv.replay.json"),
-            "--summary-output", str(out / "openenv.rollout-summary.json")]  # fmt: skip
+    args = openai_rollout_args(counter.base_url, chat, VARIABLE, out)
     with every_log_record() as logs, _serving(_body(data, token)):
         result = CliRunner().invoke(app, args, env={VARIABLE: token})
     assert result.exit_code == 1, result.output
@@ -207,13 +171,10 @@ def test_the_same_rollout_succeeds_without_the_key_in_the_answer(
     chat: str, counter: ServerHandle, tmp_path: Path
 ) -> None:
     """The control: the same command and server, an honest completion."""
-    args = ["openenv", "rollout", "--environment", counter.base_url, "--json",
-            "--policy", "openai", "--policy-option", f"base_url={chat}",
-            "--policy-option", "model=tiny", "--policy-option", f"api_key_env={VARIABLE}",
-            "--groups", "1", "--group-size", "2", "--max-steps", "2", "--no-thinking",
-            "--output", str(tmp_path / "d.jsonl"), "--replay-output", str(tmp_path / "r.json"),
-            "--summary-output", str(tmp_path / "s.json")]  # fmt: skip
+    args = openai_rollout_args(counter.base_url, chat, VARIABLE, tmp_path)
     with _serving(json.dumps(TEMPLATES["separated"])):
         result = CliRunner().invoke(app, args, env={VARIABLE: "sk-honest-0123456789"})
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl", "r.json", "s.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "openenv.replay.json", "openenv.rollout-summary.json", "openenv.rollouts.jsonl",
+    ]  # fmt: skip

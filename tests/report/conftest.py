@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kiln_verify.errors import KilnError
 from kiln_verify.openenv.evaluate import evaluate_bundles
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
+from kiln_verify.report.conformance_input import read_conformance_report
 from kiln_verify.testing.bundles import Bundle, build_bundle
 from tests.report.chromium import Chromium, find_chromium
 
@@ -110,6 +113,19 @@ def conformance_document() -> dict[str, Any]:
 def write_conformance(path: Path, document: dict[str, Any] | None = None) -> Path:
     path.write_text(json.dumps(document or conformance_document(), indent=2) + "\n")
     return path
+
+
+def assert_conformance_refused(
+    tmp_path: Path, change: Callable[[dict[str, Any]], object], rule: str
+) -> None:
+    """The reader refuses ``conformance_document()`` after ``change`` with
+    ``record_invalid``, its message matching ``rule``."""
+    document = conformance_document()
+    change(document)
+    path = write_conformance(tmp_path / "bad.json", document)
+    with pytest.raises(KilnError, match=rule) as failure:
+        read_conformance_report(path)
+    assert failure.value.code == "record_invalid"
 
 
 @pytest.fixture

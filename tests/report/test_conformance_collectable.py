@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kiln_verify.errors import EpisodeIdIgnored, KilnError, ResetNondeterministic
+from kiln_verify.errors import EpisodeIdIgnored, ResetNondeterministic
 from kiln_verify.report import engine
 from kiln_verify.report.collectable import (
     COLLECTABLE_CASES,
@@ -22,7 +22,11 @@ from kiln_verify.report.collectable import (
 )
 from kiln_verify.report.conformance_input import read_conformance_report
 from pytest_kiln.cases import CASES_BY_ID
-from tests.report.conftest import conformance_document, write_conformance
+from tests.report.conftest import (
+    assert_conformance_refused,
+    conformance_document,
+    write_conformance,
+)
 from tests.report.pages import elements
 
 FRESH, ECHO = COLLECTABLE_CASES
@@ -93,12 +97,7 @@ def _alpha(document: dict[str, Any]) -> dict[str, Any]:
 def test_the_reader_refuses_a_verdict_its_results_do_not_give(
     tmp_path: Path, change: Any, rule: str
 ) -> None:
-    document = conformance_document()
-    change(document)
-    path = write_conformance(tmp_path / "bad.json", document)
-    with pytest.raises(KilnError, match=rule) as failure:
-        read_conformance_report(path)
-    assert failure.value.code == "record_invalid"
+    assert_conformance_refused(tmp_path, change, rule)
 
 
 def test_the_page_shows_the_verdict_its_cases_and_why(conformance_file: Path) -> None:

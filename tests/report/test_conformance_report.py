@@ -12,7 +12,7 @@ from kiln_verify.errors import KilnError
 from kiln_verify.report import engine
 from kiln_verify.report.conformance_input import read_conformance_report
 from tests.plugin.kilnkit import CONFORMANCE
-from tests.report.conftest import conformance_document, write_conformance
+from tests.report.conftest import assert_conformance_refused
 from tests.report.pages import elements
 
 pytest_plugins = ["pytester"]
@@ -48,12 +48,7 @@ def test_matrix_and_findings(conformance_file: Path) -> None:
     ],
 )
 def test_the_reader_refuses_what_is_not_a_report(tmp_path: Path, change: Any, rule: str) -> None:
-    document = conformance_document()
-    change(document)
-    path = write_conformance(tmp_path / "bad.json", document)
-    with pytest.raises(KilnError, match=rule) as failure:
-        read_conformance_report(path)
-    assert failure.value.code == "record_invalid"
+    assert_conformance_refused(tmp_path, change, rule)
 
 
 def test_the_reader_refuses_bad_json(tmp_path: Path) -> None:
