@@ -66,9 +66,11 @@ def test_every_v5_record_restores(tmp_path: Path) -> None:
     assert interrupted.failure is not None
     assert interrupted.failure.code == "run_interrupted"
     failed = registry.get(IDS["failed"])
-    assert failed.failure is not None and failed.failure.code == "environment_unavailable"
+    assert failed.failure is not None
+    assert failed.failure.code == "environment_unavailable"
     queued = registry.get(IDS["queued"])
-    assert queued.admission is not None and queued.admission.queue_position == 1
+    assert queued.admission is not None
+    assert queued.admission.queue_position == 1
     # records that stay as they were are not rewritten
     for name in ("finished", "failed", "cancelled"):
         path = state / ".openenv" / "runs" / IDS[name] / "run.json"
