@@ -2,14 +2,17 @@
 
 Order matters and follows §12: the body is parsed and normalized first
 (:func:`parse_run_request`), so an exact retry is recognised (and answered with the
-original run) before anything about the current server policy is checked; then
-:func:`check_run_request` applies that policy: the run kind, training-only fields, the
+original run) before anything about the current server policy is checked; then the
+registry dispatches on the run kind (:mod:`kiln_verify.control.kind`), and for
+``kind=rollout`` :func:`check_run_request` applies that policy: training-only fields, the
 environment-origin rule, credential handles, the adapter's policy and every collection
 bound of :class:`~kiln_verify.openenv.collect.CollectionControls`.
 
 :func:`collection_controls` is the one mapping from a request to the collector's
-controls; the executor calls it again after admission (the configuration may have
-changed across a restart), and a failure there is ``persisted_contract_invalid``.
+controls. The controls admission computes are kept by the registry and handed to the
+executor once; only a run restored from disk is admitted again by the executor (the
+configuration may have changed across a restart), and a failure there is
+``persisted_contract_invalid``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from kiln_verify.errors import (
     ApiIdempotencyKeyInvalid,
     ApiRemoteForbidden,
     ApiRequestInvalid,
-    ApiRunKindUnsupported,
     ApiUrlInvalid,
     KilnError,
     RecordInvalid,
@@ -159,11 +161,8 @@ def collection_controls(request: OpenEnvRunRequest, config: ServerConfig) -> Col
 
 
 def check_run_request(request: OpenEnvRunRequest, config: ServerConfig) -> CollectionControls:
-    """Apply the server's policy to a normalized request; its controls when admissible."""
-    if request.kind == "train":
-        raise ApiRunKindUnsupported(
-            "kind=train (the training hand-off) is not supported by this server"
-        )
+    """Apply the server's policy to a normalized rollout request; its controls when
+    admissible (the registry has already dispatched on ``request.kind``)."""
     extra = request.train_only_fields()
     if extra:
         raise ApiRequestInvalid(

@@ -1,7 +1,10 @@
 """Serving a published artifact: the manifest decides, one descriptor is checked and streamed.
 
-:func:`open_verified` resolves a kind only through the run's persisted manifest (a file in
-the run directory that the manifest does not list is unreachable, whatever its name),
+Nothing here is specific to a run kind: the caller passes the artifact table of the run's
+kind (:class:`~kiln_verify.control.kind.ArtifactFile` entries: file name, cap, media type).
+:func:`open_verified` resolves a kind only through that table and the run's persisted
+manifest (a file in the run directory that the manifest does not list is unreachable,
+whatever its name),
 opens the file beneath the run directory without following a symbolic link, requires a
 regular file of exactly the manifest's byte count, hashes that descriptor to its end and
 compares the digest, then rewinds the same descriptor for streaming. A missing, replaced,
@@ -21,18 +24,13 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from kiln_verify.control.executor import ARTIFACT_FILES
+from kiln_verify.control.kind import ArtifactTable
 from kiln_verify.control.status import OpenEnvRunStatus, RunArtifact
 from kiln_verify.errors import ApiArtifactIntegrityFailed, ApiArtifactNotFound
 from kiln_verify.limits import HASH_CHUNK_BYTES
 
-__all__ = ["CONTENT_TYPES", "artifact_headers", "open_verified"]
+__all__ = ["artifact_headers", "manifest_entry", "open_verified"]
 
-CONTENT_TYPES: Final = {
-    "dataset": "application/x-ndjson",
-    "replay": "application/json",
-    "summary": "application/json",
-}
 _OPEN_FILE: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -44,23 +42,25 @@ def _drift(status: OpenEnvRunStatus, kind: str, why: str) -> ApiArtifactIntegrit
     )
 
 
-def manifest_entry(status: OpenEnvRunStatus, kind: str) -> RunArtifact:
+def manifest_entry(status: OpenEnvRunStatus, kind: str, table: ArtifactTable) -> RunArtifact:
     """The manifest entry of ``kind``; ``openenv_artifact_not_found`` if not published."""
     entry = status.artifact(kind)
-    if entry is None or kind not in ARTIFACT_FILES:
+    if entry is None or kind not in table:
         raise ApiArtifactNotFound(
             f"run {status.run_id} has no published artifact of kind {kind[:64]!r}"
         )
     return entry
 
 
-def open_verified(status: OpenEnvRunStatus, run_dir: Path, kind: str) -> tuple[int, RunArtifact]:
+def open_verified(
+    status: OpenEnvRunStatus, run_dir: Path, kind: str, table: ArtifactTable
+) -> tuple[int, RunArtifact]:
     """A descriptor positioned at 0 whose bytes are exactly the manifest's (see module doc).
 
     Blocking (it hashes the whole file); the caller owns and closes the descriptor.
     """
-    entry = manifest_entry(status, kind)
-    name = ARTIFACT_FILES[kind][0]
+    entry = manifest_entry(status, kind, table)
+    name = table[kind].name
     try:
         dir_fd = os.open(run_dir, _OPEN_DIR)
     except OSError:
@@ -99,17 +99,19 @@ def open_verified(status: OpenEnvRunStatus, run_dir: Path, kind: str) -> tuple[i
     return fd, entry
 
 
-def artifact_headers(run_id: str, entry: RunArtifact) -> list[tuple[str, str]]:
+def artifact_headers(
+    run_id: str, entry: RunArtifact, table: ArtifactTable
+) -> list[tuple[str, str]]:
     """The §12 download headers for a verified artifact."""
-    extension = "jsonl" if CONTENT_TYPES[entry.kind] == "application/x-ndjson" else "json"
+    file = table[entry.kind]
     return [
-        ("content-type", CONTENT_TYPES[entry.kind]),
+        ("content-type", file.content_type),
         ("content-length", str(entry.bytes)),
         ("etag", f'"{entry.sha256}"'),
         ("cache-control", "private, no-store"),
         ("x-content-type-options", "nosniff"),
         (
             "content-disposition",
-            f'attachment; filename="openenv-{run_id}-{entry.kind}.{extension}"',
+            f'attachment; filename="openenv-{run_id}-{entry.kind}.{file.extension}"',
         ),
     ]

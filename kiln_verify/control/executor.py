@@ -14,6 +14,11 @@ binds; only then is the artifacts manifest written into ``run.json``. A crash be
 write leaves files no route serves. Publication runs in a worker thread and is never
 interrupted by a cancellation (a run asked to stop while publishing ends published).
 
+The collector is reached through one small function (:func:`_collect`), so a change to
+how collection is combined touches one place. The controls come from the route's admission
+(:mod:`kiln_verify.control.kinds.rollout`); a run restored from disk has none and is admitted
+again here, under the configuration of the running server.
+
 Any error ends the run ``failed`` with the record of :func:`kiln_verify.control.failures.
 classify` for the phase it happened in; a cancellation ends it ``cancelled``; a server
 shutdown records nothing, so the next start fails it with ``run_interrupted``.
@@ -27,8 +32,10 @@ from pathlib import Path
 
 from kiln_verify.control import failures
 from kiln_verify.control.admission import check_run_request
+from kiln_verify.control.kind import ArtifactFile
 from kiln_verify.control.registry import CANCELLED_WHILE_ACTIVE, RunRegistry
-from kiln_verify.control.status import FailureStage, RunArtifact
+from kiln_verify.control.request import OpenEnvRunRequest
+from kiln_verify.control.status import FailureStage, RunArtifact, RunProgress
 from kiln_verify.core.digest import hash_file
 from kiln_verify.errors import PublishFailed
 from kiln_verify.limits import (
@@ -41,6 +48,7 @@ from kiln_verify.openenv.collect import (
     DEFAULT_REPLAY,
     DEFAULT_SUMMARY,
     Collection,
+    CollectionControls,
     ProgressEvent,
     build_bundle,
     collect,
@@ -50,14 +58,21 @@ from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
 from kiln_verify.openenv.records.summary import RolloutStats
 
-__all__ = ["ARTIFACT_FILES", "Published", "artifact_url", "execute_run", "publish_collection"]
+__all__ = [
+    "ARTIFACTS",
+    "Published",
+    "artifact_url",
+    "execute_run",
+    "publish_collection",
+    "rollout_progress",
+]
 
-ARTIFACT_FILES: dict[str, tuple[str, int]] = {
-    "dataset": (DEFAULT_DATASET, MAX_OPENENV_DATASET_BYTES),
-    "replay": (DEFAULT_REPLAY, MAX_OPENENV_REPLAY_BYTES),
-    "summary": (DEFAULT_SUMMARY, MAX_OPENENV_SUMMARY_BYTES),
+ARTIFACTS: dict[str, ArtifactFile] = {
+    "dataset": ArtifactFile(DEFAULT_DATASET, MAX_OPENENV_DATASET_BYTES, "application/x-ndjson"),
+    "replay": ArtifactFile(DEFAULT_REPLAY, MAX_OPENENV_REPLAY_BYTES, "application/json"),
+    "summary": ArtifactFile(DEFAULT_SUMMARY, MAX_OPENENV_SUMMARY_BYTES, "application/json"),
 }
-"""Artifact kind -> file name in the run directory and its size cap."""
+"""The rollout kind's artifact table: the three bundle files, in manifest order."""
 
 PROGRESS_PERSIST_INTERVAL_MS = 500
 """Progress counts are written to ``run.json`` at most this often (state changes always)."""
@@ -65,6 +80,16 @@ PROGRESS_PERSIST_INTERVAL_MS = 500
 
 def artifact_url(run_id: str, kind: str) -> str:
     return f"/v1/openenv/runs/{run_id}/artifacts/{kind}"
+
+
+def rollout_progress(request: OpenEnvRunRequest) -> RunProgress:
+    """A rollout run's first progress: nothing finished of its groups and rollouts."""
+    return RunProgress(
+        groups_completed=0,
+        groups_total=request.groups,
+        rollouts_completed=0,
+        rollouts_total=request.groups * request.group_size,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +118,9 @@ def publish_collection(collection: Collection, run_dir: Path, run_id: str) -> Pu
         "replay": (record.replay_sha256, record.replay_bytes),
     }
     artifacts: list[RunArtifact] = []
-    for kind, (name, cap) in ARTIFACT_FILES.items():
-        digest = hash_file(run_dir / name, max_bytes=cap)
+    for kind, entry in ARTIFACTS.items():
+        name = entry.name
+        digest = hash_file(run_dir / name, max_bytes=entry.max_bytes)
         if kind in bound and (str(digest.sha256), digest.size_bytes) != (
             str(bound[kind][0]),
             bound[kind][1],
@@ -155,20 +181,33 @@ class _Progress:
             )
 
 
-async def execute_run(registry: RunRegistry, run_id: str) -> None:
+async def _collect(
+    registry: RunRegistry,
+    request: OpenEnvRunRequest,
+    controls: CollectionControls,
+    hook: _Progress,
+) -> Collection:
+    """The collection of one run: the adapter's policy and the library's collector."""
+    spec = registry.config.policies[request.adapter]
+    policy = build_policy(spec.policy, spec.options)
+    try:
+        return await collect(controls, policy, progress=hook)
+    finally:
+        await policy.aclose()
+
+
+async def execute_run(
+    registry: RunRegistry, run_id: str, controls: CollectionControls | None = None
+) -> None:
     """Collect, publish and bind one admitted run; always ends in a terminal state."""
     hook = _Progress(registry, run_id)
     handle = registry.active(run_id)
     try:
         status = registry.get(run_id)
-        # the configuration may have changed since admission (a restart): check again
-        controls = check_run_request(status.request, registry.config)
-        spec = registry.config.policies[status.request.adapter]
-        policy = build_policy(spec.policy, spec.options)
-        try:
-            collection = await collect(controls, policy, progress=hook)
-        finally:
-            await policy.aclose()
+        if controls is None:
+            # restored from disk: the configuration may have changed since admission
+            controls = check_run_request(status.request, registry.config)
+        collection = await _collect(registry, status.request, controls, hook)
         if handle is not None:
             if handle.cancel_requested:
                 raise asyncio.CancelledError

@@ -12,10 +12,18 @@ bounds active + queued + retained together: creating a run first forgets expired
 terminal runs, then the oldest terminal ones; when every tracked run is live the request
 is refused (``openenv_run_capacity_full``). Forgotten runs keep their directories on disk.
 
-Restart (:meth:`RunRegistry.restore`): queued runs that never acquired a slot resume in
-their admission sequence; admitted runs that were not terminal fail with
-``run_interrupted`` (an environment session cannot be resumed); idempotency bindings of
-retained runs survive (when two retained runs share a key, the newest one keeps it).
+Run kinds (:mod:`kiln_verify.control.kind`): the registry knows none of them. It
+dispatches on ``request.kind`` through the table it is given (:data:`kiln_verify.control.
+kinds.KINDS` in the server): the kind's admission runs once when a run is created and its
+controls wait with the queued run for the kind's executor; the kind builds the run's first
+progress and names its artifact table. A kind not in the table is
+``openenv_run_kind_unsupported``.
+
+Restart (:meth:`RunRegistry.restore`, decided by :mod:`kiln_verify.control.restore`):
+queued runs that never acquired a slot resume in their admission sequence; admitted runs
+that were not terminal fail with ``run_interrupted`` (an environment session cannot be
+resumed); idempotency bindings of retained runs survive (when two retained runs share a
+key, the newest one keeps it).
 """
 
 from __future__ import annotations
@@ -27,20 +35,21 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kiln_verify.control import failures
 from kiln_verify.control.config import ServerConfig
+from kiln_verify.control.kind import ArtifactTable, KindTable, kind_of
 from kiln_verify.control.metrics import ControlMetrics, Gauges
 from kiln_verify.control.request import OpenEnvRunRequest
+from kiln_verify.control.restore import plan_restore, restartable
 from kiln_verify.control.status import (
     RUN_SCHEMA,
     OpenEnvRunStatus,
     RunAdmission,
     RunFailure,
-    RunProgress,
 )
 from kiln_verify.control.store import RunStore
 from kiln_verify.errors import (
@@ -53,10 +62,7 @@ from kiln_verify.errors import (
 )
 from kiln_verify.limits import MAX_CANCEL_WAIT_S
 
-__all__ = ["ActiveRun", "Executor", "RunRegistry", "now_ms"]
-
-Executor = Callable[["RunRegistry", str], Coroutine[Any, Any, None]]
-"""Runs one admitted run to a terminal state (``kiln_verify.control.executor``)."""
+__all__ = ["ActiveRun", "RunRegistry", "now_ms"]
 
 CANCELLED_WHILE_QUEUED = "cancelled while waiting for an execution slot"
 CANCELLED_WHILE_ACTIVE = "cancelled by request; the collection stopped and published nothing"
@@ -86,7 +92,7 @@ class RunRegistry:
         self,
         config: ServerConfig,
         store: RunStore,
-        executor: Executor,
+        kinds: KindTable,
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -94,7 +100,8 @@ class RunRegistry:
         self.store = store
         self.clock = clock
         self.metrics = ControlMetrics(self.gauges)
-        self._executor = executor
+        self.kinds = kinds
+        self._admitted: dict[str, Any] = {}
         self._runs: dict[str, OpenEnvRunStatus] = {}
         self._keys: dict[str, str] = {}
         self._queue: deque[str] = deque()
@@ -165,11 +172,35 @@ class RunRegistry:
         self.metrics.run("idempotent_replay")
         return self._project(existing)
 
-    def submit(self, request: OpenEnvRunRequest) -> tuple[OpenEnvRunStatus, bool]:
-        """``(status, created)``: an exact retry replays, anything else queues a new run."""
+    def artifacts(self, status: OpenEnvRunStatus) -> ArtifactTable:
+        """The artifact table of the run's kind (empty for a kind this server does not run)."""
+        kind = self.kinds.get(status.kind)
+        return kind.artifacts if kind is not None else {}
+
+    def admit(self, request: OpenEnvRunRequest) -> Any:
+        """The request's kind's admission (a typed refusal, or the controls it computed)."""
+        return kind_of(self.kinds, request.kind).admit(request, self.config)
+
+    def create(self, request: OpenEnvRunRequest) -> tuple[OpenEnvRunStatus, bool]:
+        """``POST /v1/openenv/runs``: an exact retry replays before the server's policy is
+        applied; anything else is admitted once and queued with the controls admission
+        computed."""
         replayed = self.replay(request)
         if replayed is not None:
             return replayed, False
+        return self.submit(request, self.admit(request))
+
+    def submit(
+        self, request: OpenEnvRunRequest, controls: Any = None
+    ) -> tuple[OpenEnvRunStatus, bool]:
+        """``(status, created)``: an exact retry replays, anything else queues a new run.
+
+        ``controls`` are what the kind's admission computed (see :meth:`create`); they are
+        handed to the executor once. Without them the executor admits the run itself."""
+        replayed = self.replay(request)
+        if replayed is not None:
+            return replayed, False
+        kind = kind_of(self.kinds, request.kind)
         self._make_room()
         now = self.clock()
         run_id = str(uuid.uuid4())
@@ -185,12 +216,7 @@ class RunRegistry:
                 sequence=self._next_sequence,
                 queue_position=len(self._queue) + 1,
             ),
-            progress=RunProgress(
-                groups_completed=0,
-                groups_total=request.groups,
-                rollouts_completed=0,
-                rollouts_total=request.groups * request.group_size,
-            ),
+            progress=kind.progress(request),
         )
         try:
             self.store.create(status)
@@ -199,6 +225,8 @@ class RunRegistry:
             raise ApiRunCreateFailed(f"the run directory could not be written: {detail}") from None
         self._next_sequence += 1
         self._runs[run_id] = status
+        if controls is not None:
+            self._admitted[run_id] = controls
         if request.idempotency_key is not None:
             self._keys[request.idempotency_key] = run_id
         self._queue.append(run_id)
@@ -211,6 +239,7 @@ class RunRegistry:
         return self._project(self._runs[run_id]), True
 
     def _forget(self, run_id: str) -> None:
+        self._admitted.pop(run_id, None)
         status = self._runs.pop(run_id)
         key = status.request.idempotency_key
         if key is not None and self._keys.get(key) == run_id:
@@ -273,8 +302,10 @@ class RunRegistry:
                 continue
             self.metrics.run("admitted")
             self.metrics.queue_wait(wait)
+            controls = self._admitted.pop(run_id, None)
+            execute = kind_of(self.kinds, status.kind).execute
             handle.task = asyncio.get_running_loop().create_task(
-                self._executor(self, run_id), name=f"kiln-run-{run_id}"
+                execute(self, run_id, controls), name=f"kiln-run-{run_id}"
             )
             handle.task.add_done_callback(functools.partial(self._settled, run_id, handle))
 
@@ -350,6 +381,7 @@ class RunRegistry:
             raise ApiRunNotCancellable(f"run {run_id} already ended in state {status.state}")
         if run_id in self._queue:
             self._queue.remove(run_id)
+            self._admitted.pop(run_id, None)
             admission = (
                 status.admission.model_copy(update={"queue_position": None})
                 if (status.admission)
@@ -379,56 +411,27 @@ class RunRegistry:
     # -- restart ------------------------------------------------------------------------
 
     def restore(self) -> int:
-        """Load the state directory (see the module docstring); returns the resumed count."""
+        """Load the state directory (:mod:`kiln_verify.control.restore` decides what a
+        restart keeps); returns the number of queued runs resumed."""
         found = self.store.restore()
         self.restore_skipped = found.skipped
-        now = self.clock()
-        statuses = found.statuses
-        if statuses:
-            self._next_sequence = 1 + max(
-                (s.admission.sequence for s in statuses if s.admission), default=0
-            )
-        kept: list[OpenEnvRunStatus] = []
-        for status in statuses:
-            if status.terminal or _restartable(status):
-                kept.append(_as_v5(status))
-                continue
-            failure = failures.explicit(
-                "run_interrupted",
-                "restoration",
-                True,
-                f"the server restarted while the run was {status.state}; an environment "
-                "session cannot be resumed",
-                failures.FALLBACK["restoration"][2],
-                now,
-            )
-            kept.append(self._fail_restored(status, failure, now))
-        horizon = now - self.config.openenv.tracked_run_ttl_secs * 1000
-        kept = [s for s in kept if not (s.terminal and (s.finished_unix_ms or 0) < horizon)]
-        kept.sort(key=_restore_order)
-        limit = self.config.openenv.max_tracked_runs
-        for index, status in enumerate(kept[limit:], start=limit):
-            if _restartable(status):
-                failure = failures.explicit(
-                    "run_admission_failed",
-                    "restoration",
-                    True,
-                    f"the server restarted with max_tracked_runs = {limit}, too few to keep "
-                    "this queued run",
-                    "raise [openenv] max_tracked_runs or let retained history expire, then "
-                    "submit a new run",
-                    now,
-                )
-                kept[index] = self._fail_restored(status, failure, now)
-        kept = kept[:limit]
+        plan = plan_restore(found.statuses, self.config, self.kinds, self.clock())
+        if found.statuses:
+            self._next_sequence = plan.next_sequence
+        for failed in plan.failed:
+            self.store.save(failed)
+            failure = failed.failure
+            if failure is not None:
+                self.metrics.failure(failure.stage, failure.retryable)
+            self.metrics.run("failed")
         resumed = 0
-        for status in sorted(kept, key=lambda s: s.submitted_unix_ms):
+        for status in sorted(plan.kept, key=lambda s: s.submitted_unix_ms):
             key = status.request.idempotency_key
             if key is not None:
                 self._keys[key] = status.run_id  # the newest binding wins
-        for status in kept:
+        for status in plan.kept:
             self._runs[status.run_id] = status
-            if _restartable(status):
+            if restartable(status, self.kinds):
                 self._queue.append(status.run_id)
                 resumed += 1
                 admission = status.admission.model_copy(  # type: ignore[union-attr]
@@ -437,55 +440,3 @@ class RunRegistry:
                 self.update(status.run_id, admission=admission)
                 self.metrics.run("resumed")
         return resumed
-
-    def _fail_restored(
-        self, status: OpenEnvRunStatus, failure: RunFailure, now: int
-    ) -> OpenEnvRunStatus:
-        admission = status.admission
-        if admission is not None:
-            admission = admission.model_copy(update={"queue_position": None})
-        failed = _as_v5(status).model_copy(
-            update={
-                "state": "failed",
-                "finished_unix_ms": now,
-                "admission": admission,
-                "failure": failure,
-                "error": failure.message,
-            }
-        )
-        self.store.save(failed)
-        self.metrics.failure(failure.stage, failure.retryable)
-        self.metrics.run("failed")
-        return failed
-
-
-def _restartable(status: OpenEnvRunStatus) -> bool:
-    """A pristine queued rollout run: it never acquired a slot, so nothing was started."""
-    admission = status.admission
-    return (
-        status.state == "queued"
-        and status.kind == "rollout"
-        and status.schema_ in ("kiln.openenv-run.v4", "kiln.openenv-run.v5")
-        and admission is not None
-        and admission.admitted_unix_ms is None
-        and admission.queue_wait_ms is None
-        and status.progress.groups_completed == 0
-        and status.progress.rollouts_completed == 0
-        and status.artifacts is None
-        and status.failure is None
-        and status.rollout_stats is None
-    )
-
-
-def _as_v5(status: OpenEnvRunStatus) -> OpenEnvRunStatus:
-    """A pristine queued v4 rollout becomes v5 once (rollouts carry no training contract)."""
-    if _restartable(status) and status.schema_ != RUN_SCHEMA:
-        return status.model_copy(update={"schema_": RUN_SCHEMA})
-    return status
-
-
-def _restore_order(status: OpenEnvRunStatus) -> tuple[int, int, int]:
-    """Restartable queued runs first in sequence order, then the rest newest first."""
-    if _restartable(status):
-        return (0, status.admission.sequence if status.admission else 0, 0)
-    return (1, -status.submitted_unix_ms, 0)

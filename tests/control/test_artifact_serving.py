@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from kiln_verify.control.artifacts import open_verified
+from kiln_verify.control.kinds import ROLLOUT
 from kiln_verify.control.status import OpenEnvRunStatus
 from kiln_verify.errors import ApiArtifactIntegrityFailed
 from oracle.runner import ServerHandle as OracleHandle
@@ -179,11 +180,11 @@ def test_a_file_changed_after_the_check_is_never_what_the_check_approved(run: Ru
     status = OpenEnvRunStatus.model_validate_json(
         run.http.get(f"/v1/openenv/runs/{run.run_id}").content
     )
-    fd, entry = open_verified(status, run.directory, "summary")
+    fd, entry = open_verified(status, run.directory, "summary", ROLLOUT.artifacts)
     try:
         _replace_file(run.directory / NAMES["summary"], MARK + run.pristine["summary"])
         assert os.read(fd, entry.bytes + 1) == run.pristine["summary"]
     finally:
         os.close(fd)
     with pytest.raises(ApiArtifactIntegrityFailed):
-        open_verified(status, run.directory, "summary")
+        open_verified(status, run.directory, "summary", ROLLOUT.artifacts)

@@ -19,6 +19,8 @@ import pytest
 
 from kiln_verify.control.admission import parse_run_request
 from kiln_verify.control.config import CredentialHandle
+from kiln_verify.control.kind import with_executor
+from kiln_verify.control.kinds import KINDS
 from kiln_verify.control.registry import RunRegistry
 from kiln_verify.control.store import RunStore
 from kiln_verify.errors import ApiIdempotencyConflict
@@ -30,14 +32,16 @@ from tests.control.support import config, small_request, wait_terminal
 URL = "http://127.0.0.1:1"
 
 
-async def _blocked(registry: RunRegistry, run_id: str) -> None:
+async def _blocked(registry: RunRegistry, run_id: str, controls: object = None) -> None:
     await asyncio.Event().wait()
 
 
 def _registry(state: Path, clock: Any = None, **openenv: Any) -> RunRegistry:
     settings = config(state, **openenv)
     kwargs = {"clock": clock} if clock is not None else {}
-    return RunRegistry(settings, RunStore(settings.runs_root), _blocked, **kwargs)
+    return RunRegistry(
+        settings, RunStore(settings.runs_root), with_executor(KINDS, _blocked), **kwargs
+    )
 
 
 def _submit(state: Path, bodies: list[dict[str, Any]], **openenv: Any) -> list[str]:

@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 
 from kiln_verify.control.artifacts import open_verified
+from kiln_verify.control.kind import with_executor
+from kiln_verify.control.kinds import KINDS
 from kiln_verify.control.registry import RunRegistry
 from kiln_verify.control.store import RunStore
 from kiln_verify.server.runner import start_in_thread
@@ -31,7 +33,7 @@ IDS: dict[str, str] = json.loads((DATA / "ids.json").read_text())
 NOW = 1796515900000  # a few seconds after the records were written
 
 
-async def _blocked(registry: RunRegistry, run_id: str) -> None:
+async def _blocked(registry: RunRegistry, run_id: str, controls: object = None) -> None:
     await asyncio.Event().wait()
 
 
@@ -46,7 +48,9 @@ def _state(tmp_path: Path) -> Path:
 
 def _registry(state: Path, **openenv: Any) -> RunRegistry:
     settings = config(state, **openenv)
-    return RunRegistry(settings, RunStore(settings.runs_root), _blocked, clock=lambda: NOW)
+    return RunRegistry(
+        settings, RunStore(settings.runs_root), with_executor(KINDS, _blocked), clock=lambda: NOW
+    )
 
 
 def test_every_v5_record_restores(tmp_path: Path) -> None:
@@ -91,7 +95,12 @@ def test_the_finished_runs_artifacts_verify_after_restore(tmp_path: Path) -> Non
     finished = registry.get(IDS["finished"])
     assert finished.artifacts is not None
     for artifact in finished.artifacts:
-        fd, entry = open_verified(finished, registry.store.run_dir(finished.run_id), artifact.kind)
+        fd, entry = open_verified(
+            finished,
+            registry.store.run_dir(finished.run_id),
+            artifact.kind,
+            registry.artifacts(finished),
+        )
         try:
             assert entry == artifact
         finally:
