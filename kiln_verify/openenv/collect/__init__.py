@@ -9,13 +9,17 @@ module          job
 ``machine``     one candidate episode as a Sans-I/O state machine: §5.4, the §7.3 table
 ``assemble``    a finished episode's validated corpus, replay and summary records
 ``episode``     the asyncio driver of one episode (session, policy call, keep-alive)
-``engine``      :func:`collect`: discovery, groups, integrity, revalidation
+``engine``      the records steps pass along; the integrity and revalidation rules
+``steps``       :func:`inspect_environments`, :func:`run_groups` (a range of the plan),
+                :func:`assemble_collection`, :func:`publish_bundle`; :func:`collect`
 ``bundle``      :func:`build_bundle`: the corpus, replay and summary bytes; statistics
 ``grpo_corpus`` :func:`build_grpo_corpus`: the optional ``--grpo-output`` GRPO rows
 ``publish``     :func:`publish_together`: the three files appear together or not at all
 ==============  ===========================================================================
 
-:func:`run_collection` is the whole job: collect, build, publish. With ``grpo_output`` the
+:func:`run_collection` is the whole job: :func:`collect` (inspect, run every group,
+assemble), build, :func:`publish_bundle`. The steps are public so that other code
+combines them (a shard of groups, episodes run elsewhere). With ``grpo_output`` the
 GRPO corpus is a fourth file published in the same all-or-nothing step; the policy must be
 :class:`~kiln_verify.openenv.policy.base.TokenizerBound`, checked before any network
 contact.
@@ -41,10 +45,18 @@ from kiln_verify.openenv.collect.engine import (
     Collection,
     ProgressEvent,
     ProgressHook,
-    collect,
+    Reinspection,
 )
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
 from kiln_verify.openenv.collect.publish import check_targets, publish_together
+from kiln_verify.openenv.collect.steps import (
+    Environments,
+    assemble_collection,
+    collect,
+    inspect_environments,
+    publish_bundle,
+    run_groups,
+)
 from kiln_verify.openenv.policy.base import Policy, TokenizerBound
 from kiln_verify.openenv.records.prompt import parse_model_action
 
@@ -58,21 +70,27 @@ __all__ = [
     "Collection",
     "CollectionControls",
     "CollectionOptions",
+    "Environments",
     "GroupPlan",
     "ProgressEvent",
     "ProgressHook",
+    "Reinspection",
     "ResetPlan",
     "RetainedBudget",
+    "assemble_collection",
     "build_bundle",
     "check_outputs",
     "check_targets",
     "collect",
     "group_plan",
     "grpo_tokenizer",
+    "inspect_environments",
     "load_reset_options",
     "parse_model_action",
+    "publish_bundle",
     "publish_together",
     "run_collection",
+    "run_groups",
 ]
 
 
@@ -131,11 +149,6 @@ async def run_collection(
     notify = progress or (lambda event: None)
     collection = await collect(controls, policy, environ=environ, progress=progress)
     bundle = build_bundle(collection)
-    files = [
-        (controls.output, bundle.dataset),
-        (controls.replay_output, bundle.replay),
-        (controls.summary_output, bundle.summary),
-    ]
     if controls.grpo_output is not None and tokenizer is not None:
         from kiln_verify.openenv.collect.grpo_corpus import build_grpo_corpus  # HF records
 
@@ -148,8 +161,14 @@ async def run_collection(
             codec=codec() if callable(codec) else None,
         )
         bundle = dataclasses.replace(bundle, grpo=grpo)
-        files.append((controls.grpo_output, grpo))
     notify(ProgressEvent("publishing"))
-    publish_together(files, force=controls.force)
+    publish_bundle(
+        bundle,
+        controls.output,
+        controls.replay_output,
+        controls.summary_output,
+        grpo=controls.grpo_output if bundle.grpo is not None else None,
+        force=controls.force,
+    )
     notify(ProgressEvent("published"))
     return bundle

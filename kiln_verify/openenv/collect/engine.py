@@ -1,37 +1,35 @@
-"""Collection orchestration: discovery, groups, group integrity, revalidation.
+"""What a collection is made of, and the two rules that make it one.
 
-``discovering``: every environment is inspected concurrently (health, the four discovery
-documents, the compiled action schema). ``collecting``: groups run one at a time in plan
-order; a group's candidates run concurrently, at most ``min(concurrency, group_size)`` in
-flight, and results are kept in candidate order. Every candidate of a group must have
-produced byte-identical initial messages and reset observation and, with ``state_check``
-(the default), read the same state right after reset, volatile identity fields aside
-(``reset_nondeterministic`` otherwise; :mod:`collect.groupcheck` compares them before the
-candidates act). ``revalidating``: after the last group every environment is inspected again
-and must equal its first inspection (``environment_identity_changed`` names the fields).
-Any failure aborts with nothing to publish; :func:`collect` returns only complete data.
+The records the steps (:mod:`.steps`) pass along: :class:`ProgressEvent`,
+:class:`CollectedGroup` (one finished group) and :class:`Collection` (everything the three
+files are built from). The two rules every assembler applies, whoever ran the episodes
+(the collector's steps, the TRL recorder): **group integrity**, every candidate of a group
+produced byte-identical initial messages and reset observation
+(``reset_nondeterministic`` otherwise; :func:`first_different` finds the first that did
+not, with candidate 0's digests computed once), and **revalidation**, every environment
+inspected again after the last group equals its first inspection
+(:func:`check_unchanged`; ``environment_identity_changed`` names the fields). They live
+here, once, so that nothing that assembles a collection re-implements either.
+
+With ``state_check`` (the default) the candidates of a group also read the same state
+right after reset, volatile identity fields aside; :mod:`.groupcheck` compares them as the
+candidates arrive, before they act, through :func:`arrival`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from kiln_verify.errors import EnvironmentIdentityChanged
-from kiln_verify.openenv.client import Inspection, OpenEnvClient
+from kiln_verify.openenv.client import Inspection
 from kiln_verify.openenv.collect.controls import CollectionControls
-from kiln_verify.openenv.collect.episode import (
-    Arrival,
-    EnvironmentContext,
-    EpisodeResult,
-    run_episode,
-)
+from kiln_verify.openenv.collect.episode import Arrival, EpisodeResult
 from kiln_verify.openenv.collect.groupcheck import GroupCheck, different_reset
-from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
-from kiln_verify.openenv.identity import compare_identities
+from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan
+from kiln_verify.openenv.identity import EnvironmentIdentity, compare_identities
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.records.environment import (
     EnvironmentIdentityRecord,
@@ -47,10 +45,19 @@ __all__ = [
     "Collection",
     "ProgressEvent",
     "ProgressHook",
+    "Reinspection",
+    "arrival",
     "behavior_identity",
-    "collect",
+    "check_integrity",
+    "check_unchanged",
+    "first_different",
+    "gather_or_cancel",
     "inspection_record",
+    "same_start",
 ]
+
+Reinspection = tuple[EnvironmentIdentity, dict[str, Any]]
+"""An environment inspected again: its identity and its advertised schema."""
 
 T = TypeVar("T")
 Stage = Literal[
@@ -117,7 +124,7 @@ def behavior_identity(policy: Policy) -> BehaviorPolicyIdentity:
     return validate_record(BehaviorPolicyIdentity, policy.identity().rollout_identity())
 
 
-async def _gather_or_cancel(awaitables: Sequence[Awaitable[T]]) -> list[T]:
+async def gather_or_cancel(awaitables: Sequence[Awaitable[T]]) -> list[T]:
     """All results in order; the first failure cancels the rest (and waits for them)."""
     tasks = [asyncio.ensure_future(a) for a in awaitables]
     try:
@@ -204,15 +211,51 @@ def same_start(
     return _Start(messages, reset).same_as(_Start(other_messages, other_reset))
 
 
-def _check_integrity(plan: GroupPlan, episodes: list[EpisodeResult], url: str) -> None:
+def first_different(episodes: Sequence[EpisodeResult]) -> int | None:
+    """The candidate index of the first episode whose start differs from candidate 0's
+    (the group-integrity rule), or ``None`` when the whole group started alike."""
     first = episodes[0]
     reference = _Start(first.messages, first.reset_observation)
     for episode in episodes[1:]:
         if not reference.same_as(_Start(episode.messages, episode.reset_observation)):
-            raise different_reset(plan, url, episode.candidate_index)
+            return episode.candidate_index
+    return None
 
 
-def _arrival(check: GroupCheck[_Start]) -> Arrival:
+def check_integrity(plan: GroupPlan, episodes: Sequence[EpisodeResult], url: str) -> None:
+    """:func:`first_different` as the collector's refusal (``reset_nondeterministic``)."""
+    different = first_different(episodes)
+    if different is not None:
+        raise different_reset(plan, url, different)
+
+
+_check_integrity = check_integrity  # its name in tests written before it was public
+
+
+def check_unchanged(
+    before: Sequence[Reinspection], after: Sequence[Reinspection], *, during: str = "collection"
+) -> None:
+    """Revalidation: every environment's identity and schema now (``after``) equal what
+    they were when the collection started (``before``), or ``environment_identity_changed``
+    naming each environment and the fields that moved (nothing may be published)."""
+    problems: list[str] = []
+    for index, ((identity, schema), (again, again_schema)) in enumerate(
+        zip(before, after, strict=True)
+    ):
+        changed = compare_identities(
+            identity, again, expected_schema=schema, actual_schema=again_schema
+        )
+        if changed:
+            problems.append(f"environment {index} ({identity.base_url}): {', '.join(changed)}")
+    if problems:
+        raise EnvironmentIdentityChanged(
+            f"environment identity changed during {during}; nothing was published: "
+            + "; ".join(problems),
+            hint="pin the environment deployment and collect again",
+        )
+
+
+def arrival(check: GroupCheck[_Start]) -> Arrival:
     """What a candidate calls once it has its start and its state read right after reset."""
 
     def arrive(
@@ -221,104 +264,3 @@ def _arrival(check: GroupCheck[_Start]) -> Arrival:
         return check.arrive(index, _Start(messages, reset), state)
 
     return arrive
-
-
-async def collect(
-    controls: CollectionControls,
-    policy: Policy,
-    *,
-    environ: Mapping[str, str] | None = None,
-    progress: ProgressHook | None = None,
-    budget: RetainedBudget | None = None,
-) -> Collection:
-    """Run the whole collection; raises a typed error and returns nothing on any failure."""
-    notify = progress or (lambda event: None)
-    budget = budget or RetainedBudget()
-    reset_plan = ResetPlan.from_templates(controls.reset_templates)
-    for template in reset_plan.templates:
-        budget.charge(template, what="a reset template")
-    behavior = behavior_identity(policy)
-    async with contextlib.AsyncExitStack() as stack:
-        clients: list[OpenEnvClient] = []
-        for index, url in enumerate(controls.environments):
-            slot = controls.credential_envs[index] if controls.credential_envs else None
-            client = OpenEnvClient(url, credential_env=slot, environ=environ)
-            await stack.enter_async_context(client)
-            clients.append(client)
-        notify(ProgressEvent("discovering"))
-        first = await _gather_or_cancel([client.inspect() for client in clients])
-        contexts = [
-            EnvironmentContext(index, client, inspection_record(found), found.action_schema)
-            for index, (client, found) in enumerate(zip(clients, first, strict=True))
-        ]
-        notify(ProgressEvent("collecting", 0, controls.options.groups))
-        semaphore = asyncio.Semaphore(controls.options.in_flight)
-        groups: list[CollectedGroup] = []
-        finished = 0
-
-        async def candidate(
-            env: EnvironmentContext, plan: GroupPlan, index: int, arrival: Arrival | None
-        ) -> EpisodeResult | None:
-            nonlocal finished
-            async with semaphore:
-                result = await run_episode(
-                    env,
-                    plan,
-                    index,
-                    controls=controls,
-                    policy=policy,
-                    behavior=behavior,
-                    budget=budget,
-                    arrival=arrival,
-                )
-            if result is not None:
-                finished += 1
-                notify(ProgressEvent("episode", finished, controls.options.rollout_count))
-            return result
-
-        # A group of one has nothing to compare its state with.
-        checked = controls.options.state_check and controls.options.group_size > 1
-        for plan in group_plan(reset_plan, controls.options.groups, controls.options.seed_start):
-            env = contexts[plan.environment_index]
-            url = env.inspection.identity.base_url
-            budget.charge(plan.reset_payload, what="a reset payload")
-            arrival = (
-                _arrival(GroupCheck(plan, controls.options.group_size, url)) if checked else None
-            )
-            results = await _gather_or_cancel(
-                [
-                    candidate(env, plan, index, arrival)
-                    for index in range(controls.options.group_size)
-                ]
-            )
-            # A candidate stops (None) only in a failing group, whose last arrival raised.
-            episodes = [result for result in results if result is not None]
-            if len(episodes) != len(results):
-                raise AssertionError("a group's check stopped a candidate but did not fail")
-            if arrival is None:
-                _check_integrity(plan, episodes, url)
-            groups.append(
-                CollectedGroup(plan, episodes[0].messages, episodes[0].reset_observation, episodes)
-            )
-            notify(ProgressEvent("group", len(groups), controls.options.groups))
-        notify(ProgressEvent("revalidating"))
-        again = await _gather_or_cancel([client.inspect() for client in clients])
-        problems: list[str] = []
-        for index, (before, after) in enumerate(zip(first, again, strict=True)):
-            changed = compare_identities(
-                before.identity,
-                after.identity,
-                expected_schema=before.environment_schema,
-                actual_schema=after.environment_schema,
-            )
-            if changed:
-                problems.append(
-                    f"environment {index} ({before.identity.base_url}): {', '.join(changed)}"
-                )
-        if problems:
-            raise EnvironmentIdentityChanged(
-                "environment identity changed during collection; nothing was published: "
-                + "; ".join(problems),
-                hint="pin the environment deployment and collect again",
-            )
-    return Collection(controls, reset_plan, [c.inspection for c in contexts], behavior, groups)

@@ -3,7 +3,8 @@
 Reset plan: one seed-free template per environment (any caller ``seed`` removed), bound
 by ``reset_plan_sha256``. Group plan: group ``g`` uses environment ``g mod n``, seed
 ``seed_start + g`` and the reset payload = that environment's template with ``seed``
-set. Both are pure functions of the controls, so a verifier can recompute them.
+set. Both are pure functions of the controls, so a verifier can recompute them, and a
+plan can start at any group (a shard): group ``g`` does not depend on where it started.
 """
 
 from __future__ import annotations
@@ -107,10 +108,18 @@ class GroupPlan:
         return digest
 
 
-def group_plan(plan: ResetPlan, groups: int, seed_start: int) -> Iterator[GroupPlan]:
-    """Groups ``0..groups-1`` in order (whole groups rotate round-robin over environments)."""
+def group_plan(
+    plan: ResetPlan, groups: int, seed_start: int, *, first: int = 0
+) -> Iterator[GroupPlan]:
+    """Groups ``first..groups-1`` in order (whole groups rotate round-robin over
+    environments).
+
+    ``first`` starts the plan part-way (a shard of a collection split into group ranges):
+    group ``g`` is the same wherever the plan starts, seed ``seed_start + g`` and
+    environment ``g mod n``, so shards run apart assemble into the groups of one run.
+    """
     count = len(plan.templates)
-    for index in range(groups):
+    for index in range(first, groups):
         environment = index % count
         seed = seed_start + index
         yield GroupPlan(
