@@ -4,7 +4,7 @@
    holds a published run whose manifest binds a ``--size-mib`` dataset (synthetic bytes:
    the route serves and verifies any manifest file the same way). ``kiln-verify serve``
    serves it; ``curl -o`` of the artifact URL is the baseline, against
-   :func:`kiln_verify.control.download.download_artifact` in a fresh child process (all
+   :func:`kiln_verify.control_client.download.download_artifact` in a fresh child process (all
    §11 checks, hashing, staging, fsync and no-clobber publication; imports not timed),
    and the CLI ``kiln-verify openenv artifact`` as a whole subprocess (start-up included).
    Both sides pay the server's own re-hash of the file before it streams. Because the
@@ -60,8 +60,8 @@ MiB = 1024 * 1024
 CLI = "from kiln_verify.cli import main; main()"
 _DOWNLOAD_CHILD = """
 import sys, time
-from kiln_verify.control.client import ControlClient
-from kiln_verify.control.download import download_artifact
+from kiln_verify.control_client.client import ControlClient
+from kiln_verify.control_client.download import download_artifact
 url, run_id, output = sys.argv[1:4]
 with ControlClient(url) as client:
     start = time.perf_counter()

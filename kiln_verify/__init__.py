@@ -25,8 +25,8 @@ kiln_verify`` (type checkers treat any ``TYPE_CHECKING`` name as true)."""
 if TYPE_CHECKING:
     from typing import Any, Final
 
-    from kiln_verify.control.client import ControlClient
-    from kiln_verify.control.download import download_artifact
+    from kiln_verify.control_client.client import ControlClient
+    from kiln_verify.control_client.download import download_artifact
     from kiln_verify.errors import ERROR_CLASSES, ERROR_CODES, KilnError, UsageError
     from kiln_verify.hf.export.writer import ExportOutcome, export_grpo, export_sft
     from kiln_verify.hf.importer import ImportOutcome, import_peft
@@ -141,8 +141,8 @@ _LAZY: Final[dict[str, str]] = {
     "evaluation_report": "kiln_verify.report.engine",
     "RenderedReport": "kiln_verify.report.engine",
     # the control plane's client
-    "ControlClient": "kiln_verify.control.client",
-    "download_artifact": "kiln_verify.control.download",
+    "ControlClient": "kiln_verify.control_client.client",
+    "download_artifact": "kiln_verify.control_client.download",
     # HF/TRL: export, verify, import
     "export_sft": "kiln_verify.hf.export.writer",
     "export_grpo": "kiln_verify.hf.export.writer",

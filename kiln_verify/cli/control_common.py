@@ -20,8 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kiln_verify.cli.output import fail
-from kiln_verify.control.client import DEFAULT_URL, ControlClient, outcome_error
 from kiln_verify.control.status import OpenEnvRunStatus
+from kiln_verify.control_client.client import DEFAULT_URL, ControlClient, outcome_error
 from kiln_verify.errors import KilnError
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 
 from kiln_verify.cli.control_common import URL_DEFAULT, Json, RunId, Url, echo_json, with_client
-from kiln_verify.control.client import ControlClient
-from kiln_verify.control.download import download_artifact
+from kiln_verify.control_client.client import ControlClient
+from kiln_verify.control_client.download import download_artifact
 from kiln_verify.openenv.records.reports import ArtifactDownloadReceipt
 
 __all__ = ["register"]

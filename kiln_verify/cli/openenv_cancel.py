@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 
 from kiln_verify.cli.control_common import URL_DEFAULT, Json, RunId, Url, echo_json, with_client
-from kiln_verify.control.client import ControlClient
 from kiln_verify.control.status import OpenEnvRunStatus
+from kiln_verify.control_client.client import ControlClient
 
 __all__ = ["register"]
 

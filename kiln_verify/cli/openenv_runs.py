@@ -6,8 +6,8 @@ import typer
 from rich.console import Console
 
 from kiln_verify.cli.control_common import URL_DEFAULT, Json, Url, echo_json, run_table, with_client
-from kiln_verify.control.client import ControlClient
 from kiln_verify.control.status import RunList
+from kiln_verify.control_client.client import ControlClient
 
 __all__ = ["register"]
 

@@ -26,8 +26,8 @@ from kiln_verify.cli.control_common import (
     with_client,
 )
 from kiln_verify.cli.output import fail
-from kiln_verify.control.client import ControlClient, load_run_request
 from kiln_verify.control.status import OpenEnvRunStatus
+from kiln_verify.control_client.client import ControlClient, load_run_request
 from kiln_verify.errors import KilnError
 
 __all__ = ["register"]

@@ -18,8 +18,8 @@ from kiln_verify.cli.control_common import (
     status_table,
     with_client,
 )
-from kiln_verify.control.client import ControlClient
 from kiln_verify.control.status import OpenEnvRunStatus
+from kiln_verify.control_client.client import ControlClient
 
 __all__ = ["register"]
 

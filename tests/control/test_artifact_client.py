@@ -19,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kiln_verify.cli import app
-from kiln_verify.control.client import ControlClient
-from kiln_verify.control.download import download_artifact
+from kiln_verify.control_client.client import ControlClient
+from kiln_verify.control_client.download import download_artifact
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.testing.serve import ServeProcess

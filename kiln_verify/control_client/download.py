@@ -25,9 +25,9 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Final
 
-from kiln_verify.control.client import ControlClient, check_run_id, error_from_body
-from kiln_verify.control.rawget import RawResponse, raw_get
 from kiln_verify.control.status import RunArtifact
+from kiln_verify.control_client.client import ControlClient, check_run_id, error_from_body
+from kiln_verify.control_client.rawget import RawResponse, raw_get
 from kiln_verify.core.publish import publish_stream
 from kiln_verify.errors import (
     ArtifactBodyInvalid,
