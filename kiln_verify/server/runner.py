@@ -19,6 +19,8 @@ from types import FrameType
 import uvicorn
 
 from kiln_verify.control.config import ServerConfig
+from kiln_verify.control.kind import KindTable
+from kiln_verify.control.kinds import KINDS
 from kiln_verify.server.app import create_app
 
 __all__ = ["ServerHandle", "bind", "serve_forever", "start_in_thread"]
@@ -66,9 +68,9 @@ class _Server(uvicorn.Server):
             self._on_ready()
 
 
-def _uvicorn_config(config: ServerConfig) -> uvicorn.Config:
+def _uvicorn_config(config: ServerConfig, kinds: KindTable) -> uvicorn.Config:
     return uvicorn.Config(
-        create_app(config),
+        create_app(config, kinds),
         lifespan="on",
         log_config=None,
         log_level="warning",
@@ -99,11 +101,13 @@ class ServerHandle:
             self._thread.join(SHUTDOWN_TIMEOUT_S)
 
 
-def start_in_thread(config: ServerConfig) -> ServerHandle:
-    """Serve ``config`` in a daemon thread; returns once the lifespan has restored state."""
+def start_in_thread(config: ServerConfig, kinds: KindTable = KINDS) -> ServerHandle:
+    """Serve ``config`` in a daemon thread; returns once the lifespan has restored state.
+
+    ``kinds`` are the run kinds served (tests plug one in without touching the server)."""
     sock = bind(config.host, config.port)
     ready = threading.Event()
-    server = _Server(_uvicorn_config(config), ready.set)
+    server = _Server(_uvicorn_config(config, kinds), ready.set)
 
     def run() -> None:
         try:
@@ -134,7 +138,7 @@ def serve_forever(config: ServerConfig, on_ready: Callable[[str], None] | None =
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
     sock = bind(config.host, config.port)
     url = _url(config.host, sock.getsockname()[1])
-    server = _Server(_uvicorn_config(config), (lambda: on_ready(url)) if on_ready else None)
+    server = _Server(_uvicorn_config(config, KINDS), (lambda: on_ready(url)) if on_ready else None)
     try:
         server.run(sockets=[sock])
     finally:
