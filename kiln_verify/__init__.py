@@ -34,8 +34,17 @@ if TYPE_CHECKING:
     from kiln_verify.hf.verify_import import verify_import_path
     from kiln_verify.openenv.client import OpenEnvClient
     from kiln_verify.openenv.collect import run_collection
-    from kiln_verify.openenv.collect.bundle import Bundle
+    from kiln_verify.openenv.collect.bundle import Bundle, build_bundle
     from kiln_verify.openenv.collect.controls import CollectionControls
+    from kiln_verify.openenv.collect.engine import CollectedGroup, Collection, behavior_identity
+    from kiln_verify.openenv.collect.steps import (
+        Environments,
+        assemble_collection,
+        collect,
+        inspect_environments,
+        publish_bundle,
+        run_groups,
+    )
     from kiln_verify.openenv.evaluate.engine import evaluate_bundles, run_evaluation
     from kiln_verify.openenv.policy.base import Policy, PolicyRequest, PolicyResponse
     from kiln_verify.openenv.policy.random_policy import RandomPolicy
@@ -64,9 +73,12 @@ __all__ = [
     "AgenticGroup",
     "Bundle",
     "BundleReport",
+    "CollectedGroup",
+    "Collection",
     "CollectionControls",
     "ControlClient",
     "EnvironmentEvaluationReceipt",
+    "Environments",
     "ExportOutcome",
     "ImportOutcome",
     "KilnError",
@@ -83,8 +95,12 @@ __all__ = [
     "UsageError",
     "VerificationReport",
     "__version__",
+    "assemble_collection",
+    "behavior_identity",
+    "build_bundle",
     "build_policy",
     "bundle_report",
+    "collect",
     "conformance_report",
     "download_artifact",
     "evaluate_bundles",
@@ -92,12 +108,15 @@ __all__ = [
     "export_grpo",
     "export_sft",
     "import_peft",
+    "inspect_environments",
     "iter_rollout_lines",
+    "publish_bundle",
     "read_replay",
     "read_summary",
     "replay_bundle",
     "run_collection",
     "run_evaluation",
+    "run_groups",
     "verify_bundle",
     "verify_import_path",
     "verify_path",
@@ -108,6 +127,17 @@ _LAZY: Final[dict[str, str]] = {
     "run_collection": "kiln_verify.openenv.collect",
     "CollectionControls": "kiln_verify.openenv.collect.controls",
     "Bundle": "kiln_verify.openenv.collect.bundle",
+    # collection in steps (shards, groups run elsewhere, publication elsewhere)
+    "collect": "kiln_verify.openenv.collect.steps",
+    "inspect_environments": "kiln_verify.openenv.collect.steps",
+    "Environments": "kiln_verify.openenv.collect.steps",
+    "run_groups": "kiln_verify.openenv.collect.steps",
+    "assemble_collection": "kiln_verify.openenv.collect.steps",
+    "publish_bundle": "kiln_verify.openenv.collect.steps",
+    "Collection": "kiln_verify.openenv.collect.engine",
+    "CollectedGroup": "kiln_verify.openenv.collect.engine",
+    "behavior_identity": "kiln_verify.openenv.collect.engine",
+    "build_bundle": "kiln_verify.openenv.collect.bundle",
     "verify_bundle": "kiln_verify.openenv.verify.engine",
     "replay_bundle": "kiln_verify.openenv.replay.engine",
     "evaluate_bundles": "kiln_verify.openenv.evaluate.engine",
