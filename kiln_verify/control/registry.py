@@ -7,10 +7,10 @@ change is persisted before it is visible (:class:`~kiln_verify.control.store.Run
 
 Admission (§12, the seed's "Capacity acquisition"): at most ``max_active_runs`` runs
 execute; the rest wait in ``sequence`` order, cancellable, with a live 1-based
-``queue_position``; the queue holds no session and no policy. ``max_tracked_runs``
-bounds active + queued + retained together: creating a run first forgets expired
-terminal runs, then the oldest terminal ones; when every tracked run is live the request
-is refused (``openenv_run_capacity_full``). Forgotten runs keep their directories on disk.
+``queue_position``; the queue holds no session and no policy (only the controls its
+kind's admission computed). What is tracked, the idempotency bindings and retention
+(``max_tracked_runs``, the TTL) are :class:`~kiln_verify.control.tracked.TrackedRuns`,
+which this class extends.
 
 Run kinds (:mod:`kiln_verify.control.kind`): the registry knows none of them. It
 dispatches on ``request.kind`` through the table it is given (:data:`kiln_verify.control.
@@ -34,7 +34,6 @@ import functools
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,12 +51,10 @@ from kiln_verify.control.status import (
     RunFailure,
 )
 from kiln_verify.control.store import RunStore
+from kiln_verify.control.tracked import TrackedRuns
 from kiln_verify.errors import (
-    ApiCapacityFull,
-    ApiIdempotencyConflict,
     ApiRunCreateFailed,
     ApiRunNotCancellable,
-    ApiRunNotFound,
     KilnError,
 )
 from kiln_verify.limits import MAX_CANCEL_WAIT_S
@@ -85,7 +82,7 @@ class ActiveRun:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class RunRegistry:
+class RunRegistry(TrackedRuns):
     """The server's runs; see the module docstring for the rules."""
 
     def __init__(
@@ -96,15 +93,10 @@ class RunRegistry:
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self.config = config
-        self.store = store
-        self.clock = clock
+        super().__init__(config, store, clock)
         self.metrics = ControlMetrics(self.gauges)
         self.kinds = kinds
         self._admitted: dict[str, Any] = {}
-        self._runs: dict[str, OpenEnvRunStatus] = {}
-        self._keys: dict[str, str] = {}
-        self._queue: deque[str] = deque()
         self._active: dict[str, ActiveRun] = {}
         self._next_sequence = 1
         self.shutting_down = False
@@ -120,57 +112,14 @@ class RunRegistry:
         self._prune()
         return Gauges(len(self._active), len(self._queue), len(self._runs))
 
-    def _project(self, status: OpenEnvRunStatus) -> OpenEnvRunStatus:
-        """The status with its live queue position (only while queued)."""
-        if status.state != "queued" or status.admission is None:
-            return status
-        try:
-            position = self._queue.index(status.run_id) + 1
-        except ValueError:
-            return status
-        if status.admission.queue_position == position:
-            return status
-        admission = status.admission.model_copy(update={"queue_position": position})
-        return status.model_copy(update={"admission": admission})
-
-    def get(self, run_id: str) -> OpenEnvRunStatus:
-        status = self._runs.get(run_id)
-        if status is None:
-            raise ApiRunNotFound(f"no retained run has id {run_id[:40]!r}")
-        return self._project(status)
-
-    def list(self) -> list[OpenEnvRunStatus]:
-        """Retained runs, newest first (ties in sequence order, newest first)."""
-        self._prune()
-        runs = sorted(
-            self._runs.values(),
-            key=lambda s: (s.submitted_unix_ms, s.admission.sequence if s.admission else 0),
-            reverse=True,
-        )
-        return [self._project(status) for status in runs]
-
     def active(self, run_id: str) -> ActiveRun | None:
         return self._active.get(run_id)
 
     # -- creating -----------------------------------------------------------------------
 
-    def replay(self, request: OpenEnvRunRequest) -> OpenEnvRunStatus | None:
-        """The retained run bound to the request's key if it is the same request;
-        ``openenv_run_idempotency_conflict`` if the key is bound to a different one."""
-        key = request.idempotency_key
-        if key is None:
-            return None
-        self._prune()
-        run_id = self._keys.get(key)
-        if run_id is None:
-            return None
-        existing = self._runs[run_id]
-        if existing.request.to_json() != request.to_json():
-            raise ApiIdempotencyConflict(
-                "this idempotency_key is bound to a retained run with a different request"
-            )
-        self.metrics.run("idempotent_replay")
-        return self._project(existing)
+    def _forget(self, run_id: str) -> None:
+        self._admitted.pop(run_id, None)
+        super()._forget(run_id)
 
     def artifacts(self, status: OpenEnvRunStatus) -> ArtifactTable:
         """The artifact table of the run's kind (empty for a kind this server does not run)."""
@@ -238,48 +187,7 @@ class RunRegistry:
         asyncio.get_running_loop().call_soon(self.pump)
         return self._project(self._runs[run_id]), True
 
-    def _forget(self, run_id: str) -> None:
-        self._admitted.pop(run_id, None)
-        status = self._runs.pop(run_id)
-        key = status.request.idempotency_key
-        if key is not None and self._keys.get(key) == run_id:
-            del self._keys[key]
-
-    def _prune(self) -> None:
-        """Forget terminal runs older than the TTL (their directories stay on disk)."""
-        horizon = self.clock() - self.config.openenv.tracked_run_ttl_secs * 1000
-        for run_id in [
-            run_id
-            for run_id, status in self._runs.items()
-            if status.terminal and (status.finished_unix_ms or 0) < horizon
-        ]:
-            self._forget(run_id)
-
-    def _make_room(self) -> None:
-        self._prune()
-        limit = self.config.openenv.max_tracked_runs
-        while len(self._runs) >= limit:
-            terminal = [s for s in self._runs.values() if s.terminal]
-            if not terminal:
-                raise ApiCapacityFull(
-                    f"max_tracked_runs = {limit} runs are queued or running; none can be "
-                    "forgotten to make room"
-                )
-            oldest = min(terminal, key=lambda s: (s.submitted_unix_ms, s.run_id))
-            self._forget(oldest.run_id)
-
     # -- changing -----------------------------------------------------------------------
-
-    def update(self, run_id: str, persist: bool = True, **changes: Any) -> OpenEnvRunStatus:
-        """Replace fields of a tracked run's status; persisted unless ``persist`` is false."""
-        status = self._runs[run_id].model_copy(update=changes)
-        if persist:
-            self.store.save(status)
-        self._runs[run_id] = status
-        return status
-
-    def persist(self, run_id: str) -> None:
-        self.store.save(self._runs[run_id])
 
     def pump(self) -> None:
         """Admit queued runs in sequence order while execution slots are free."""
