@@ -1,9 +1,11 @@
 """What the recorder captured of one generation batch, and the bundle files built from it.
 
-The OpenEnv files are the collector's: the batch's episodes become a
-:class:`~kiln_verify.openenv.collect.engine.Collection` (controls with this batch's groups,
-group size and ``seed_start``; the environment re-inspected and required unchanged, as the
-collector revalidates) handed to :func:`~kiln_verify.openenv.collect.bundle.build_bundle`.
+The OpenEnv files are the collector's: the batch's episodes are assembled by the
+collector's own step (:func:`~kiln_verify.openenv.collect.assemble_collection`: controls
+with this batch's groups, group size and ``seed_start``; every group's candidates started
+alike; the environment re-inspected and required unchanged) into a
+:class:`~kiln_verify.openenv.collect.engine.Collection` handed to
+:func:`~kiln_verify.openenv.collect.bundle.build_bundle`.
 The GRPO corpus comes from :mod:`.corpus` (factory path: a :class:`CorpusJob` the recorder
 runs in its recording worker, :mod:`.worker`) or from the ``rollout_func``'s own collector
 corpus with TRL's trained rewards (rollout path).
@@ -19,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kiln_verify.errors import (
-    EnvironmentIdentityChanged,
     ResetNondeterministic,
     TrlBatchAmbiguous,
     TrlRecordingFailed,
@@ -34,9 +35,8 @@ from kiln_verify.limits import (
 )
 from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
-from kiln_verify.openenv.collect.engine import CollectedGroup, Collection, same_start
-from kiln_verify.openenv.collect.plan import ResetPlan
-from kiln_verify.openenv.identity import compare_identities
+from kiln_verify.openenv.collect.engine import CollectedGroup, Collection
+from kiln_verify.openenv.collect.steps import Environments, assemble_collection
 from kiln_verify.records import BehaviorPolicyIdentity
 from kiln_verify.trl.corpus import TrlCompletion
 from kiln_verify.trl.identity import AdapterSnapshot
@@ -198,24 +198,24 @@ async def reinspect(client: OpenEnvClient) -> Reinspection:
     return inspection.identity, inspection.environment_schema
 
 
-def _revalidate(run: Any, inspection: concurrent.futures.Future[Reinspection] | None) -> None:
+def _reinspection(
+    run: Any, inspection: concurrent.futures.Future[Reinspection] | None
+) -> Reinspection:
     """The environment as re-inspected once the batch's episodes ended (started then by the
-    recorder, so it overlaps TRL's training forward), required unchanged."""
+    recorder, so it overlaps TRL's training forward; in-process when it was not)."""
     if inspection is None:
-        identity, schema = run.loop.run(reinspect(run.client))
-    else:
-        identity, schema = inspection.result(TRL_EPISODE_TIMEOUT_S)
-    changed = compare_identities(
-        run.inspection.identity,
-        identity,
-        expected_schema=run.inspection.environment_schema,
-        actual_schema=schema,
+        return run.loop.run(reinspect(run.client))  # type: ignore[no-any-return]
+    return inspection.result(TRL_EPISODE_TIMEOUT_S)
+
+
+def _different_reset(group: CollectedGroup, candidate: int) -> Exception:
+    """The collector's integrity rule and code, named inside the recorder's own error."""
+    return TrlRecordingFailed(
+        f"group {group.plan.group_index}: candidate {candidate} was reset to another "
+        "observation than candidate 0; reset(seed) must be deterministic "
+        f"({ResetNondeterministic.code}, conformance case "
+        f"{ResetNondeterministic.conformance_case})"
     )
-    if changed:
-        raise EnvironmentIdentityChanged(
-            "environment identity changed during the step; nothing was published: "
-            + ", ".join(changed)
-        )
 
 
 def _collection(
@@ -225,6 +225,8 @@ def _collection(
     behavior: Any,
     inspection: concurrent.futures.Future[Reinspection] | None,
 ) -> Collection:
+    """The batch's episodes assembled as the collector assembles its groups (the plan,
+    group integrity, revalidation: :func:`~kiln_verify.openenv.collect.assemble_collection`)."""
     size = run.group_size
     if not batch_episodes or len(batch_episodes) % size:
         raise TrlBatchAmbiguous(f"{len(batch_episodes)} rollouts are not whole groups of {size}")
@@ -233,27 +235,17 @@ def _collection(
         members = batch_episodes[first : first + size]
         results = [episode.records(behavior) for episode in members]
         head = results[0]
-        for other in results[1:]:
-            if not same_start(
-                head.messages, head.reset_observation, other.messages, other.reset_observation
-            ):
-                # the collector's rule and code, named inside the recorder's own error
-                raise TrlRecordingFailed(
-                    f"group {first // size}: candidate {other.candidate_index} was reset to "
-                    "another observation than candidate 0; reset(seed) must be deterministic "
-                    f"({ResetNondeterministic.code}, conformance case "
-                    f"{ResetNondeterministic.conformance_case})"
-                )
         plan = members[0].slot.plan
         groups.append(CollectedGroup(plan, head.messages, head.reset_observation, results))
     controls = _controls(run, len(groups), args, batch_episodes[0].slot.template)
-    _revalidate(run, inspection)
-    return Collection(
+    return assemble_collection(
         controls,
-        ResetPlan.from_templates(controls.reset_templates),
-        [run.context.inspection],
+        Environments((run.client,), (run.inspection,), (run.context,)),
         behavior,
         groups,
+        lambda: [_reinspection(run, inspection)],
+        during="the step",
+        different_reset_error=_different_reset,
     )
 
 
