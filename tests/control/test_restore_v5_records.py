@@ -25,7 +25,9 @@ from kiln_verify.control.kind import with_executor
 from kiln_verify.control.kinds import KINDS
 from kiln_verify.control.registry import RunRegistry
 from kiln_verify.control.store import RunStore
+from kiln_verify.limits import MAX_SERVER_TTL_S
 from kiln_verify.server.runner import start_in_thread
+from kiln_verify.testing.serve import ServeProcess
 from tests.control.support import config
 
 DATA = Path(__file__).parent / "data" / "run_json_v5"
@@ -110,7 +112,7 @@ def test_the_finished_runs_artifacts_verify_after_restore(tmp_path: Path) -> Non
 def test_a_server_restarted_on_v5_records_lists_and_serves_them(tmp_path: Path) -> None:
     state = _state(tmp_path)
     # one slot, held by nothing: the queued run resumes (and fails, its environment is gone)
-    handle = start_in_thread(config(state, tracked_run_ttl_secs=10**8))
+    handle = start_in_thread(config(state, tracked_run_ttl_secs=MAX_SERVER_TTL_S))
     try:
         with httpx.Client(base_url=handle.base_url, trust_env=False, timeout=60) as http:
             listed = http.get("/v1/openenv/runs").json()
@@ -129,3 +131,20 @@ def test_a_server_restarted_on_v5_records_lists_and_serves_them(tmp_path: Path) 
             assert retry.json()["run_id"] == IDS["finished"]
     finally:
         handle.stop()
+
+
+def test_kiln_verify_serve_restarted_on_v5_records_finds_every_run(tmp_path: Path) -> None:
+    # the records' terminal runs ended in December 2026: keep them past the default TTL
+    settings = tmp_path / "kiln.toml"
+    settings.write_text(f"[openenv]\ntracked_run_ttl_secs = {MAX_SERVER_TTL_S}\n")
+    process = ServeProcess(_state(tmp_path), "--config", str(settings))
+    try:
+        with httpx.Client(base_url=process.url, trust_env=False, timeout=60) as http:
+            listed = http.get("/v1/openenv/runs").json()["runs"]
+            assert {run["run_id"] for run in listed} == set(IDS.values())
+            interrupted = http.get(f"/v1/openenv/runs/{IDS['interrupted']}").json()
+            assert interrupted["failure"]["code"] == "run_interrupted"
+            cancelled = http.get(f"/v1/openenv/runs/{IDS['cancelled']}").json()
+            assert cancelled["state"] == "cancelled"
+    finally:
+        assert process.stop() == 0
