@@ -173,6 +173,7 @@ def test_assembly_checks_integrity_in_the_assembler_s_terms(
     async def run(**kwargs: Any) -> Collection:
         async with inspect_environments(controls) as found:
             groups = await run_groups(found, controls, policy)
+            assert all(group.checked for group in groups)  # as they ended: not twice
             # candidate 2 of group 1 carries group 0's start: not the same reset
             odd = dataclasses.replace(
                 groups[1].episodes[2],
@@ -181,6 +182,7 @@ def test_assembly_checks_integrity_in_the_assembler_s_terms(
             )
             episodes = [*groups[1].episodes[:2], odd]
             groups[1] = dataclasses.replace(groups[1], episodes=episodes)
+            assert not groups[1].checked  # a changed copy is checked again
             again = await found.reinspect()
             return assemble_collection(
                 controls, found, behavior_identity(policy), groups, again, **kwargs

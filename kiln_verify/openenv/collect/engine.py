@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from kiln_verify.errors import EnvironmentIdentityChanged
@@ -79,12 +79,25 @@ ProgressHook = Callable[[ProgressEvent], None]
 
 @dataclass(frozen=True, slots=True)
 class CollectedGroup:
-    """One finished group: its plan, the shared prompt, candidate 0's reset observation."""
+    """One finished group: its plan, the shared prompt, candidate 0's reset observation.
+
+    ``checked`` is set (by :meth:`checked_group`) only on a group whose integrity was
+    checked as it ended, so an assembler need not compare its starts a second time; it is
+    not an ``__init__`` argument, and ``dataclasses.replace`` starts a copy unchecked.
+    """
 
     plan: GroupPlan
     messages: list[ChatMessage]
     reset_observation: ObservationRecord
     episodes: list[EpisodeResult]
+    checked: bool = field(init=False, default=False, repr=False, compare=False)
+
+    @classmethod
+    def checked_group(cls, plan: GroupPlan, episodes: list[EpisodeResult]) -> CollectedGroup:
+        """A group whose candidates were just found to start alike (integrity checked)."""
+        group = cls(plan, episodes[0].messages, episodes[0].reset_observation, episodes)
+        object.__setattr__(group, "checked", True)
+        return group
 
 
 @dataclass(frozen=True, slots=True, repr=False)

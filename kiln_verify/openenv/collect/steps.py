@@ -14,9 +14,10 @@ plane's run directory) without re-implementing the rules in between:
    group_size)`` in flight), results in candidate order. A group that breaks integrity
    fails at once, before the next group runs.
 3. :func:`assemble_collection`: the groups cover the plan; every group passes the
-   integrity rule; the environments, inspected again, equal their first inspection
-   (revalidation, :func:`~.engine.check_unchanged`); then the :class:`~.engine.Collection`
-   record. Shards run in one :func:`inspect_environments` or in several (other hosts, the
+   integrity rule (checked here unless :func:`run_groups` checked it as it ended); the
+   environments, inspected again, equal their first inspection (revalidation,
+   :func:`~.engine.check_unchanged`); then the :class:`~.engine.Collection` record.
+   Shards run in one :func:`inspect_environments` or in several (other hosts, the
    environments unchanged) assemble into the bytes of one run of all the groups.
 4. :func:`publish_bundle`: the built bundle's files appear together or not at all.
 
@@ -211,9 +212,8 @@ async def run_groups(
             raise AssertionError("a group's check stopped a candidate but did not fail")
         if arrive is None:
             check_integrity(plan, episodes, url)
-        collected.append(
-            CollectedGroup(plan, episodes[0].messages, episodes[0].reset_observation, episodes)
-        )
+        # checked: on arrival (the hidden-state check compares the starts) or just now
+        collected.append(CollectedGroup.checked_group(plan, episodes))
         notify(ProgressEvent("group", len(collected), len(planned)))
     return collected
 
@@ -256,6 +256,8 @@ def assemble_collection(
     """
     _check_plan(controls, groups)
     for group in groups:
+        if group.checked:  # run_groups compared its starts as it ended: not twice
+            continue
         different = first_different(group.episodes)
         if different is not None:
             if different_reset_error is not None:
