@@ -12,8 +12,12 @@ lint-imports
 echo "== mypy --strict"
 mypy
 echo "== pytest"
+# In parallel (pytest-xdist): one worker per core, each test module whole on one worker so
+# its fixtures are built once, longest modules first in the order tests/conftest.py sets
+# (hence no xdist reordering). Arguments come after these, so `-n 0` runs serially and
+# `--shuffle SEED` runs the modules and their tests in a random order (docs/performance.md).
 set +e
-python -m pytest "$@"
+python -m pytest -n auto --dist loadfile --no-loadscope-reorder "$@"
 status=$?
 set -e
 # Exit status 5 means "no tests collected": a selection that matched nothing is not a failure
