@@ -8,7 +8,20 @@ tests use (``start("bandit", faults=[...], max_sessions=1, port=...)``).
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
+
+# Under pytest-xdist each worker is one process per core: torch's (and OpenMP's) thread pool
+# would otherwise also use every core in each worker, so two workers on two cores would run
+# four busy threads. Each worker, and every child it starts, gets its share of the cores.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _threads = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, str(_threads))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from pytest_kiln.fixtures import OracleFactory
 
