@@ -12,12 +12,14 @@ lint-imports
 echo "== mypy --strict"
 mypy
 echo "== pytest"
-# In parallel (pytest-xdist): one worker per core, each test module whole on one worker so
-# its fixtures are built once, longest modules first in the order tests/conftest.py sets
-# (hence no xdist reordering). Arguments come after these, so `-n 0` runs serially and
-# `--shuffle SEED` runs the modules and their tests in a random order (docs/performance.md).
+# In parallel (pytest-xdist): one worker more than the cores (many tests wait on servers and
+# child processes), each test module whole on one worker so its fixtures are built once,
+# longest modules first in the order tests/conftest.py sets (hence no xdist reordering).
+# Arguments come after these, so `-n 0` runs serially and `--shuffle SEED` runs the modules
+# and their tests in a random order (docs/performance.md, "Test suite wall time").
+workers=$(python -c 'import os; print(len(os.sched_getaffinity(0)) + 1)')
 set +e
-python -m pytest -n auto --dist loadfile --no-loadscope-reorder "$@"
+python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
 status=$?
 set -e
 # Exit status 5 means "no tests collected": a selection that matched nothing is not a failure
