@@ -29,7 +29,7 @@ ARMS = 10
 
 def frames(episodes: int, steps: int) -> list[tuple[str, list[str]]]:
     """The exact texts both sides send: per episode a reset and its steps."""
-    from kiln_verify.openenv.wire import encode_reset, encode_step
+    from kiln_verify.openenv.protocol.wire import encode_reset, encode_step
 
     return [
         (
@@ -41,7 +41,7 @@ def frames(episodes: int, steps: int) -> list[tuple[str, list[str]]]:
 
 
 async def run_client(base_url: str, episodes: int, steps: int) -> float:
-    from kiln_verify.openenv.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
 
     async with OpenEnvClient(base_url) as client:
         session = await client.open_session()

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from kiln_verify.hf.importer import ImportOutcome, import_peft
     from kiln_verify.hf.verify import BundleReport, verify_path
     from kiln_verify.hf.verify_import import verify_import_path
-    from kiln_verify.openenv.client import OpenEnvClient
     from kiln_verify.openenv.collect import run_collection
     from kiln_verify.openenv.collect.bundle import Bundle, build_bundle
     from kiln_verify.openenv.collect.controls import CollectionControls
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from kiln_verify.openenv.policy.base import Policy, PolicyRequest, PolicyResponse
     from kiln_verify.openenv.policy.random_policy import RandomPolicy
     from kiln_verify.openenv.policy.registry import build_policy
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
     from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
     from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
     from kiln_verify.openenv.records.reports import (
@@ -142,7 +142,7 @@ _LAZY: Final[dict[str, str]] = {
     "replay_bundle": "kiln_verify.openenv.replay.engine",
     "evaluate_bundles": "kiln_verify.openenv.evaluate.engine",
     "run_evaluation": "kiln_verify.openenv.evaluate.engine",
-    "OpenEnvClient": "kiln_verify.openenv.client",
+    "OpenEnvClient": "kiln_verify.openenv.protocol.client",
     # policies
     "Policy": "kiln_verify.openenv.policy.base",
     "PolicyRequest": "kiln_verify.openenv.policy.base",

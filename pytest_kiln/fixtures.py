@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import pytest
 
 if TYPE_CHECKING:
-    from kiln_verify.openenv.client import OpenEnvClient
-    from kiln_verify.openenv.session import Session
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.session import Session
     from oracle.runner import ServerHandle
 
 T = TypeVar("T")
@@ -208,9 +208,9 @@ def kiln_credential_env(request: pytest.FixtureRequest) -> str | None:
 def openenv_client(
     openenv_endpoint: Endpoint, kiln_run: KilnRun, kiln_credential_env: str | None
 ) -> Iterator[OpenEnvClient]:
-    """An :class:`~kiln_verify.openenv.client.OpenEnvClient` for the endpoint; drive it with
-    ``kiln_run(...)``. Closed at teardown."""
-    from kiln_verify.openenv.client import OpenEnvClient
+    """An :class:`~kiln_verify.openenv.protocol.client.OpenEnvClient` for the endpoint;
+    drive it with ``kiln_run(...)``. Closed at teardown."""
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
 
     async def make() -> OpenEnvClient:
         return OpenEnvClient(openenv_endpoint.url, credential_env=kiln_credential_env)
@@ -224,7 +224,7 @@ def openenv_client(
 
 @pytest.fixture
 def openenv_session(openenv_client: OpenEnvClient, kiln_run: KilnRun) -> Iterator[Session]:
-    """An open :class:`~kiln_verify.openenv.session.Session` (not yet reset); closed at
+    """An open :class:`~kiln_verify.openenv.protocol.session.Session` (not yet reset); closed at
     teardown. Drive it with ``kiln_run(openenv_session.reset())``."""
     session = kiln_run(openenv_client.open_session())
     try:

@@ -164,7 +164,7 @@ def _oracle_names(text: str) -> list[str]:
 
 def _check_url(url: str) -> str:
     from kiln_verify.errors import KilnError
-    from kiln_verify.openenv.urls import normalize_base_url
+    from kiln_verify.openenv.protocol.urls import normalize_base_url
 
     try:
         return normalize_base_url(url).base_url

@@ -24,7 +24,7 @@ from kiln_verify.errors import UsageError, snippet
 
 if TYPE_CHECKING:
     from kiln_verify.openenv.collect import CollectionControls
-    from kiln_verify.openenv.identity import EnvironmentIdentity
+    from kiln_verify.openenv.protocol.identity import EnvironmentIdentity
     from kiln_verify.openenv.replay import EnvironmentProvider, UrlRemap
 
 __all__ = ["DEFAULT_ORACLE", "EmbeddedOracle", "matching_oracle"]

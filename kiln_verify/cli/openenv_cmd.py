@@ -1,6 +1,7 @@
 """`kiln-verify openenv ...`: inspect an OpenEnv server and list its Task API catalog.
 
-A thin front end over :mod:`kiln_verify.openenv.client` and :mod:`kiln_verify.openenv.tasks`:
+A thin front end over :mod:`kiln_verify.openenv.protocol.client` and
+:mod:`kiln_verify.openenv.protocol.tasks`:
 parse arguments, run one coroutine, render the typed result as a rich table or as JSON.
 Every failure is a typed error printed as code, rule and fix (with the token redacted)
 and exits with the error's own status: 1 for a contract or protocol failure, 2 for usage.
@@ -23,8 +24,8 @@ from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_TASK_PAGE
 
 if TYPE_CHECKING:
-    from kiln_verify.openenv.client import OpenEnvClient
-    from kiln_verify.openenv.tasks import TaskCatalog
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.tasks import TaskCatalog
 
 T = TypeVar("T")
 
@@ -65,7 +66,7 @@ def _run(
     as_json: bool,
 ) -> T:
     """Build the client, run ``work``, map typed errors to their exit status."""
-    from kiln_verify.openenv.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
 
     client: OpenEnvClient | None = None
 
@@ -141,7 +142,7 @@ def tasks_command(
 ) -> None:
     """The Task API catalog: splits and, with --split, one page of (untrusted) task rows."""
 
-    from kiln_verify.openenv.tasks import task_catalog
+    from kiln_verify.openenv.protocol.tasks import task_catalog
 
     async def work(client: OpenEnvClient) -> TaskCatalog:
         return await task_catalog(client, environment_name, split, start, limit)

@@ -51,7 +51,7 @@ def serve_command(
     """Serve the control plane until interrupted."""
     from kiln_verify.control.config import load_config
     from kiln_verify.control.store import RunStore
-    from kiln_verify.openenv.urls import is_loopback_host
+    from kiln_verify.openenv.protocol.urls import is_loopback_host
     from kiln_verify.server.runner import serve_forever
 
     try:

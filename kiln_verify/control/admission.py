@@ -40,7 +40,7 @@ from kiln_verify.errors import (
     snippet,
 )
 from kiln_verify.openenv.collect import CollectionControls, CollectionOptions
-from kiln_verify.openenv.urls import normalize_base_url
+from kiln_verify.openenv.protocol.urls import normalize_base_url
 from kiln_verify.records import Record, validate_record
 
 __all__ = [

@@ -1,7 +1,7 @@
 """``POST /v1/openenv/inspect`` and ``POST /v1/openenv/tasks`` through the project's client.
 
 Both apply the same origin rule and credential handles as a run (§12), inspect every
-requested environment concurrently with :class:`~kiln_verify.openenv.client.OpenEnvClient`
+requested environment concurrently with :class:`~kiln_verify.openenv.protocol.client.OpenEnvClient`
 and answer with the control-plane records. An environment that cannot be reached or
 breaks the protocol is a 502 naming the URL and the client's error (with any token
 redacted); a bad selector or page is a 400.
@@ -38,17 +38,17 @@ from kiln_verify.errors import (
     UsageError,
     snippet,
 )
-from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.engine import inspection_record
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.tasks import task_catalog
 from kiln_verify.openenv.records.environment import EnvironmentInspection
-from kiln_verify.openenv.tasks import task_catalog
 
 __all__ = ["inspect", "task_catalogs"]
 
 T = TypeVar("T")
 
 _SELECTION_RULES: Final = ("is not listed", "choose one with", "is not one of the listed splits")
-"""Phrases of :mod:`kiln_verify.openenv.tasks` rules that blame the caller's selection."""
+"""Phrases of :mod:`kiln_verify.openenv.protocol.tasks` rules that blame the caller's selection."""
 
 
 async def _each(

@@ -45,7 +45,7 @@ from kiln_verify.limits import (
     MAX_CONTROL_REQUEST_BYTES,
     MAX_CONTROL_RESPONSE_BYTES,
 )
-from kiln_verify.openenv.urls import normalize_base_url
+from kiln_verify.openenv.protocol.urls import normalize_base_url
 from kiln_verify.records import Record, validate_record
 
 __all__ = [

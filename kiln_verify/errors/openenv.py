@@ -125,7 +125,7 @@ class RecoverableProtocolError(OpenEnvError):
 
     code = "environment_error_recoverable"
     default_hint = "fix the request (action, reset data) and send it again on the same session"
-    #: The typed error reply (`kiln_verify.openenv.wire.ProtocolError`).
+    #: The typed error reply (`kiln_verify.openenv.protocol.wire.ProtocolError`).
     error: Any = None
 
 
@@ -134,7 +134,7 @@ class TerminalProtocolError(OpenEnvError):
 
     code = "environment_error_terminal"
     default_hint = "open a new session; for CAPACITY_REACHED wait or raise max sessions"
-    #: The typed error reply (`kiln_verify.openenv.wire.ProtocolError`).
+    #: The typed error reply (`kiln_verify.openenv.protocol.wire.ProtocolError`).
     error: Any = None
 
 

@@ -1,6 +1,6 @@
-"""The OpenEnv client: Sans-I/O wire codec, discovery and identity, sessions, Task API.
+"""OpenEnv: the protocol and client (``protocol``), the records, and the engines built on
+them (``collect``, ``replay``, ``verify``, ``evaluate``) with the policies they drive.
 
-Import from the submodules (``wire``, ``urls``, ``credentials``, ``identity``,
-``action_schema``, ``session``, ``client``, ``tasks``); this package module stays empty
-so that importing the Sans-I/O codec never imports httpx or websockets.
+This package module stays empty so that importing the Sans-I/O codec
+(``kiln_verify.openenv.protocol.wire``) never imports httpx or websockets.
 """

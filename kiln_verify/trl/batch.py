@@ -33,10 +33,10 @@ from kiln_verify.limits import (
     MAX_GRPO_ROW_BYTES,
     TRL_EPISODE_TIMEOUT_S,
 )
-from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.engine import CollectedGroup, Collection
 from kiln_verify.openenv.collect.steps import Environments, assemble_collection
+from kiln_verify.openenv.protocol.client import OpenEnvClient
 from kiln_verify.records import BehaviorPolicyIdentity
 from kiln_verify.trl.corpus import TrlCompletion
 from kiln_verify.trl.identity import AdapterSnapshot

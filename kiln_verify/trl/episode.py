@@ -52,7 +52,6 @@ from kiln_verify.errors import (
     TrlRewardNotFinite,
 )
 from kiln_verify.limits import TRL_EPISODE_TIMEOUT_S
-from kiln_verify.openenv.client import CapacityAcquisition
 from kiln_verify.openenv.collect.assemble import EpisodeResult, episode_result
 from kiln_verify.openenv.collect.machine import (
     FINISHED,
@@ -63,8 +62,9 @@ from kiln_verify.openenv.collect.machine import (
 )
 from kiln_verify.openenv.collect.plan import RetainedBudget
 from kiln_verify.openenv.policy.base import PolicyResponse
-from kiln_verify.openenv.session import Session
-from kiln_verify.openenv.wire import Observation
+from kiln_verify.openenv.protocol.client import CapacityAcquisition
+from kiln_verify.openenv.protocol.session import Session
+from kiln_verify.openenv.protocol.wire import Observation
 from kiln_verify.records import BehaviorPolicyIdentity
 from kiln_verify.trl.run import OpenEnvRun, Slot
 

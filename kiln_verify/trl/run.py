@@ -27,13 +27,13 @@ from typing import Any
 from kiln_verify.core.jsonenc import dumps_canonical
 from kiln_verify.errors import KilnError, TrlBatchAmbiguous, TrlResetFieldReserved, UsageError
 from kiln_verify.limits import TRL_RANK_SEED_STRIDE
-from kiln_verify.openenv.client import Inspection, OpenEnvClient
 from kiln_verify.openenv.collect.controls import CollectionControls, CollectionOptions
 from kiln_verify.openenv.collect.engine import inspection_record
 from kiln_verify.openenv.collect.environment import EnvironmentContext
 from kiln_verify.openenv.collect.plan import GroupPlan
+from kiln_verify.openenv.protocol.client import Inspection, OpenEnvClient
+from kiln_verify.openenv.protocol.session import Session
 from kiln_verify.openenv.records.serialize import effective_reset_payload, seed_free_template
-from kiln_verify.openenv.session import Session
 from kiln_verify.records import I64_MAX
 from kiln_verify.trl.loop import BackgroundLoop
 

@@ -18,7 +18,8 @@ Refused: references, ``oneOf``/``allOf``, nested objects with properties, arrays
 objects or of mixed types, a property without a type, ``patternProperties`` at the root.
 
 The schema itself still validates every action the tool receives (the episode machine
-judges each call with the compiled :class:`~kiln_verify.openenv.action_schema.ActionSchema`);
+judges each call with the compiled
+:class:`~kiln_verify.openenv.protocol.action_schema.ActionSchema`);
 the signature only decides what the model is told and which keywords Python accepts.
 """
 

@@ -53,8 +53,8 @@ from kiln_verify.trl.corpus import TrlCompletion, grpo_rows
 
 if TYPE_CHECKING:
     from kiln_verify.hf.replay import TokenReplay
-    from kiln_verify.openenv.client import OpenEnvClient
-    from kiln_verify.openenv.identity import EnvironmentIdentity
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.identity import EnvironmentIdentity
 
 __all__ = ["RecordingWorker", "Reinspection"]
 
@@ -193,7 +193,7 @@ class RecordingWorker:
         self, url: str, credential: Mapping[str, str] | None
     ) -> concurrent.futures.Future[Reinspection]:
         """Start re-inspecting ``url`` (``credential``: ``{variable: token}`` for a bearer,
-        as :class:`~kiln_verify.openenv.client.OpenEnvClient` reads it); its result is the
+        as :class:`~kiln_verify.openenv.protocol.client.OpenEnvClient` reads it); its result is the
         identity and schema, or the client's error."""
         return self._running().submit("inspect", None, url, dict(credential or {}))
 
@@ -239,7 +239,7 @@ class _Jobs:
         raise TrlRecordingFailed(f"the recording worker has no job {kind!r}")
 
     def _client(self, url: str, credential: dict[str, str]) -> OpenEnvClient:
-        from kiln_verify.openenv.client import OpenEnvClient
+        from kiln_verify.openenv.protocol.client import OpenEnvClient
 
         name = next(iter(credential), None)  # at most one: the run's credential variable
         token = credential.get(name, "") if name is not None else ""

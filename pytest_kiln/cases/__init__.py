@@ -3,7 +3,7 @@
 Every case works against any OpenEnv server: a valid action is derived from the server's
 action schema (or the reset observation's ``legal_actions``), a schema-violating one by
 giving a required property the wrong JSON type (:mod:`.actions`). Checks run through
-:class:`kiln_verify.openenv.client.OpenEnvClient`; only malformed frames (invalid JSON, a
+:class:`kiln_verify.openenv.protocol.client.OpenEnvClient`; only malformed frames (invalid JSON, a
 non-object frame, an unknown type, a ping, the close handshake) use a raw ``websockets``
 connection (:mod:`.frames`), because the client can never send those.
 

@@ -30,9 +30,9 @@ from pytest_kiln.cases.model import FRAME_TIMEOUT_S, SESSION_WAIT_S, CheckFailed
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
 
-    from kiln_verify.openenv.client import OpenEnvClient
-    from kiln_verify.openenv.session import Session
-    from kiln_verify.openenv.wire import Observation
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.session import Session
+    from kiln_verify.openenv.protocol.wire import Observation
 
 #: The terminal codes a server sends instead of admitting a session.
 REFUSALS = frozenset({"CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR"})

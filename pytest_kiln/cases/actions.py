@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_kiln.cases.patterns import string_for_pattern
 
 if TYPE_CHECKING:
-    from kiln_verify.openenv.wire import Observation
+    from kiln_verify.openenv.protocol.wire import Observation
 
 #: Alternatives kept per schema node, branches tried per ``anyOf``/``oneOf``, nesting depth.
 MAX_VALUES = 6

@@ -33,7 +33,7 @@ from pytest_kiln.cases.model import (
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
 
-    from kiln_verify.openenv.session import Session
+    from kiln_verify.openenv.protocol.session import Session
 
 
 @dataclass(slots=True)

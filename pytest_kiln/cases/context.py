@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     import httpx
     from websockets.asyncio.client import ClientConnection
 
-    from kiln_verify.openenv.action_schema import ActionSchema
-    from kiln_verify.openenv.client import OpenEnvClient
-    from kiln_verify.openenv.session import Session
-    from kiln_verify.openenv.wire import Observation
+    from kiln_verify.openenv.protocol.action_schema import ActionSchema
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.session import Session
+    from kiln_verify.openenv.protocol.wire import Observation
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ async def guard(coro: Awaitable[T], what: str) -> T:
 
 def compile_action_schema(document: Any, failure: type[Exception]) -> ActionSchema:
     """Compile the ``action`` member of a ``/schema`` document, or raise ``failure``."""
-    from kiln_verify.openenv.action_schema import ActionSchema
+    from kiln_verify.openenv.protocol.action_schema import ActionSchema
 
     if not isinstance(document, dict) or "action" not in document:
         raise failure("/schema has no action schema")
@@ -75,7 +75,7 @@ class CaseContext:
 
     async def client(self) -> OpenEnvClient:
         if self._client is None:
-            from kiln_verify.openenv.client import OpenEnvClient
+            from kiln_verify.openenv.protocol.client import OpenEnvClient
 
             self._client = OpenEnvClient(self.url, credential_env=self.credential_env)
         return self._client
@@ -110,7 +110,7 @@ class CaseContext:
         """The bearer header for raw connections, if a credential is configured."""
         if self.credential_env is None:
             return None
-        from kiln_verify.openenv.credentials import read_bearer_token
+        from kiln_verify.openenv.protocol.credentials import read_bearer_token
 
         return read_bearer_token(self.credential_env).headers()
 

@@ -16,7 +16,7 @@ from pytest_kiln.cases.context import CaseContext, guard
 from pytest_kiln.cases.model import DETERMINISM_SEED, CheckFailed
 
 if TYPE_CHECKING:
-    from kiln_verify.openenv.wire import Observation
+    from kiln_verify.openenv.protocol.wire import Observation
 
 
 def _wire(observation: Observation) -> dict[str, Any]:

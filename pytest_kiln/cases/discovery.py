@@ -47,7 +47,7 @@ async def check_schema_shape(ctx: CaseContext) -> str | None:
 async def check_list_environments(ctx: CaseContext) -> str | None:
     """SKIPPED on 404, a server that predates the route: the same rule the client applies
     when it inspects (``identity.INVENTORY_ABSENT_STATUS``), so suite and CLI agree."""
-    from kiln_verify.openenv.identity import INVENTORY_ABSENT_STATUS
+    from kiln_verify.openenv.protocol.identity import INVENTORY_ABSENT_STATUS
 
     client = await ctx.client()
     status, document = await client.request_json("GET", "/list_environments", allow=ANY_STATUS)

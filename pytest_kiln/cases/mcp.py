@@ -156,7 +156,7 @@ def arguments_for(tool: ToolSpec) -> dict[str, Any] | None:
     from pytest_kiln.cases.actions import ActionBuilder
 
     try:
-        from kiln_verify.openenv.action_schema import ActionSchema
+        from kiln_verify.openenv.protocol.action_schema import ActionSchema
 
         compiled = ActionSchema(tool.input_schema)
     except Exception:

@@ -18,7 +18,7 @@ from pytest_kiln.cases.model import (
 )
 
 if TYPE_CHECKING:
-    from kiln_verify.openenv.wire import Observation
+    from kiln_verify.openenv.protocol.wire import Observation
 
 
 async def _reset_and_step(ctx: CaseContext) -> tuple[Observation, Observation]:

@@ -1,7 +1,7 @@
 """The Task API check: a valid task catalog, or 501 on servers that do not support it.
 
 The check *is* ``kiln-verify openenv tasks``: it calls the same engine function
-(:func:`kiln_verify.openenv.tasks.task_catalog`), so the suite and the CLI cannot disagree
+(:func:`kiln_verify.openenv.protocol.tasks.task_catalog`), so the suite and the CLI cannot disagree
 about a server. A server that predates the Task API (404 on ``/list_environments``,
 OpenEnv before 0.5) gets ``task_api unsupported`` from both.
 """
@@ -14,8 +14,8 @@ from pytest_kiln.cases.model import ANY_STATUS, CheckFailed, describe
 
 async def check_task_api(ctx: CaseContext) -> str | None:
     from kiln_verify.errors import EnvironmentHttpStatus
-    from kiln_verify.openenv.identity import INVENTORY_ABSENT_STATUS
-    from kiln_verify.openenv.tasks import task_catalog
+    from kiln_verify.openenv.protocol.identity import INVENTORY_ABSENT_STATUS
+    from kiln_verify.openenv.protocol.tasks import task_catalog
 
     client = await ctx.client()
     status, _ = await client.request_raw("GET", "/list_environments", allow=ANY_STATUS)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect.engine import inspection_record
 from kiln_verify.openenv.collect.episode import EnvironmentContext
+from kiln_verify.openenv.protocol.client import OpenEnvClient
 
 
 def environment_context(url: str) -> EnvironmentContext:

@@ -15,13 +15,13 @@ from kiln_verify.limits import (
     MAX_ACTION_CHECK_CACHE_KEY_CHARS,
     MAX_ACTION_ISSUES,
 )
-from kiln_verify.openenv.action_schema import ActionIssue, ActionSchema
 from kiln_verify.openenv.collect.engine import same_start
 from kiln_verify.openenv.collect.episode import EnvironmentContext
+from kiln_verify.openenv.protocol.action_schema import ActionIssue, ActionSchema
+from kiln_verify.openenv.protocol.wire import Reward
 from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.prompt import initial_messages, parse_model_action
 from kiln_verify.openenv.records.serialize import messages_sha256, reset_observation_sha256
-from kiln_verify.openenv.wire import Reward
 from oracle.runner import ServerHandle
 from tests.collect.contexts import environment_context
 

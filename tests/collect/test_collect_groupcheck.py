@@ -25,7 +25,7 @@ from kiln_verify.openenv.collect.plan import GroupPlan
 from kiln_verify.openenv.policy.base import PolicyRequest
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
-from kiln_verify.openenv.session import Session
+from kiln_verify.openenv.protocol.session import Session
 from kiln_verify.openenv.verify import verify_bundle
 from oracle.runner import ServerHandle
 from tests.collect.conftest import Start, files_in

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from kiln_verify.openenv import session as session_module
-from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.policy.base import PolicyRequest, PolicyResponse
+from kiln_verify.openenv.protocol import session as session_module
+from kiln_verify.openenv.protocol.client import OpenEnvClient
 from oracle.runner import ServerHandle
 
 T = TypeVar("T")

@@ -18,8 +18,6 @@ from kiln_verify.errors import (
     ResetDone,
     TerminalProtocolError,
 )
-from kiln_verify.openenv.action_schema import ActionSchema
-from kiln_verify.openenv.client import OpenEnvClient
 from kiln_verify.openenv.collect import CollectionControls, CollectionOptions
 from kiln_verify.openenv.collect.assemble import episode_result
 from kiln_verify.openenv.collect.environment import EnvironmentContext
@@ -35,8 +33,10 @@ from kiln_verify.openenv.collect.machine import (
 from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
 from kiln_verify.openenv.policy.base import PolicyRequest, PolicyResponse
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
+from kiln_verify.openenv.protocol.action_schema import ActionSchema
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.wire import ErrorCode, Observation, ProtocolError, Reward
 from kiln_verify.openenv.records.environment import EnvironmentInspection
-from kiln_verify.openenv.wire import ErrorCode, Observation, ProtocolError, Reward
 from kiln_verify.records import BehaviorPolicyIdentity, SamplingParameters, TokenProvenance
 from tests.records.fixtures import ACTION_SCHEMA, BEHAVIOR, inspection
 

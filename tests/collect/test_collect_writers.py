@@ -29,6 +29,7 @@ from kiln_verify.core.jsonio import dumps_compact, dumps_pretty, loads
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_JSON_DEPTH
 from kiln_verify.openenv.collect.plan import _SIZER, RetainedBudget, _may_differ
+from kiln_verify.openenv.protocol.wire import Reward
 from kiln_verify.openenv.records import writefast
 from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
@@ -41,7 +42,6 @@ from kiln_verify.openenv.records.replay import (
     ReplayGroup,
     ReplayManifest,
 )
-from kiln_verify.openenv.wire import Reward
 from tests.collect.options import make_controls
 from tests.records.fixtures import inspection
 

@@ -36,7 +36,7 @@ from kiln_verify.errors import (
     TerminalProtocolError,
     UnexpectedResponse,
 )
-from kiln_verify.openenv.wire import ErrorCode, ProtocolError
+from kiln_verify.openenv.protocol.wire import ErrorCode, ProtocolError
 
 
 def _wire(cls: type[KilnError], code: ErrorCode) -> KilnError:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from kiln_verify.openenv.wire import Reward
+from kiln_verify.openenv.protocol.wire import Reward
 
 T = TypeVar("T")
 

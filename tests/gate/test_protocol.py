@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from kiln_verify.errors import RecoverableProtocolError, TerminalProtocolError
-from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.tasks import task_catalog
-from kiln_verify.openenv.wire import ErrorCode
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.tasks import task_catalog
+from kiln_verify.openenv.protocol.wire import ErrorCode
 from tests.gate.support import action_fields, requires_gate, run, tagged
 
 pytestmark = requires_gate

@@ -21,9 +21,9 @@ import pytest
 pytest.importorskip("openenv")
 
 from kiln_verify.errors import RecoverableProtocolError, TerminalProtocolError
-from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.tasks import task_catalog
-from kiln_verify.openenv.wire import ErrorCode, Observation, ProtocolError, Reward
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.tasks import task_catalog
+from kiln_verify.openenv.protocol.wire import ErrorCode, Observation, ProtocolError, Reward
 
 pytestmark = pytest.mark.interop
 

@@ -8,7 +8,11 @@ import pytest
 
 from kiln_verify.errors import ActionInvalid, ActionSchemaInvalid
 from kiln_verify.limits import MAX_ACTION_ISSUES, MAX_COMPILED_ACTION_SCHEMAS, MAX_POINTER_BYTES
-from kiln_verify.openenv.action_schema import ActionSchema, compile_action_schema, render_pointer
+from kiln_verify.openenv.protocol.action_schema import (
+    ActionSchema,
+    compile_action_schema,
+    render_pointer,
+)
 
 SECRET = "hunter2-do-not-print"
 SCHEMA: dict[str, Any] = {

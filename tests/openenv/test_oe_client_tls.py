@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kiln_verify.openenv.client import OpenEnvClient
+from kiln_verify.openenv.protocol.client import OpenEnvClient
 
 
 @pytest.mark.parametrize(

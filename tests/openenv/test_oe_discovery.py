@@ -16,8 +16,8 @@ from kiln_verify.errors import (
     LimitExceeded,
 )
 from kiln_verify.limits import MAX_DISCOVERY_BODY_BYTES
-from kiln_verify.openenv.client import Inspection, OpenEnvClient
-from kiln_verify.openenv.identity import (
+from kiln_verify.openenv.protocol.client import Inspection, OpenEnvClient
+from kiln_verify.openenv.protocol.identity import (
     EnvironmentIdentity,
     compare_identities,
     ensure_unchanged,

@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.errors import DiscoveryInvalid, EnvironmentHttpStatus, TaskApiInvalid
-from kiln_verify.openenv.client import Inspection, OpenEnvClient
-from kiln_verify.openenv.identity import (
+from kiln_verify.openenv.protocol.client import Inspection, OpenEnvClient
+from kiln_verify.openenv.protocol.identity import (
     DiscoveryDocuments,
     build_identity,
     compare_identities,
 )
-from kiln_verify.openenv.tasks import TaskCatalog, task_catalog
+from kiln_verify.openenv.protocol.tasks import TaskCatalog, task_catalog
 from pytest_kiln.cases import CASES_BY_ID, Verdict, run_case
 from tests.openenv.oekit import Start, canonical_sha256, run
 

@@ -1,4 +1,6 @@
-"""The reflection check's proofs, as properties (no network): kiln_verify.openenv.reflection.
+"""The reflection check's proofs, as properties (no network).
+
+Module: kiln_verify.openenv.protocol.reflection.
 
 1. The shortcut: a JSON text without a backslash holds every string it decodes to, so the
    raw check already covers it.
@@ -23,14 +25,14 @@ from hypothesis import strategies as st
 from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import CredentialReflected, DiscoveryInvalid, KilnError
 from kiln_verify.limits import MAX_DISCOVERY_BODY_BYTES
-from kiln_verify.openenv.credentials import (
+from kiln_verify.openenv.protocol.credentials import (
     BearerToken,
     check_body,
     check_header,
     read_bearer_token,
     read_guarded,
 )
-from kiln_verify.openenv.reflection import (
+from kiln_verify.openenv.protocol.reflection import (
     _walk,
     escaped,
     json_spelling,

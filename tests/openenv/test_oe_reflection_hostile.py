@@ -25,7 +25,7 @@ from websockets.http11 import Request, Response
 
 from kiln_verify.cli import app
 from kiln_verify.errors import KilnError
-from kiln_verify.openenv.client import OpenEnvClient
+from kiln_verify.openenv.protocol.client import OpenEnvClient
 from tests.openenv.hostile_peer import (
     HTTP_TARGETS,
     TOKEN_ALPHABET,

@@ -24,9 +24,9 @@ from kiln_verify.errors import (
     TerminalProtocolError,
     UnexpectedResponse,
 )
-from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.session import keep_alive_interval
-from kiln_verify.openenv.wire import ErrorCode, Reward
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.session import keep_alive_interval
+from kiln_verify.openenv.protocol.wire import ErrorCode, Reward
 from oracle.base import JsonObject
 from oracle.envs.counter import CounterEnvironment
 from oracle.runner import ServerHandle

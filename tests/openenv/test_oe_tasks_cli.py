@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.errors import TaskApiInvalid, UsageError
-from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.tasks import TaskCatalog, segment, task_catalog
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.tasks import TaskCatalog, segment, task_catalog
 from oracle.runner import ServerHandle
 from tests.openenv.oekit import Start, run
 

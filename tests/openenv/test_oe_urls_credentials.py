@@ -10,13 +10,13 @@ from kiln_verify.errors import (
     CredentialReflected,
     EnvironmentUrlInvalid,
 )
-from kiln_verify.openenv.credentials import (
+from kiln_verify.openenv.protocol.credentials import (
     check_reflection,
     check_transport,
     read_bearer_token,
     redact,
 )
-from kiln_verify.openenv.urls import is_loopback_host, normalize_base_url
+from kiln_verify.openenv.protocol.urls import is_loopback_host, normalize_base_url
 
 
 @pytest.mark.parametrize(

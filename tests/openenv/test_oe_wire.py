@@ -18,7 +18,7 @@ from kiln_verify.errors import (
     UnexpectedResponse,
 )
 from kiln_verify.limits import MAX_PROTOCOL_MESSAGE_CHARS, MAX_SERVER_FRAME_BYTES
-from kiln_verify.openenv.wire import (
+from kiln_verify.openenv.protocol.wire import (
     ErrorCode,
     Observation,
     ProtocolError,

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from kiln_verify.core.jsonio import dumps_compact
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_JSON_DEPTH, MAX_SERVER_FRAME_BYTES
-from kiln_verify.openenv import wire
-from kiln_verify.openenv.wire import Observation, decode_server_frame
+from kiln_verify.openenv.protocol import wire
+from kiln_verify.openenv.protocol.wire import Observation, decode_server_frame
 
 
 def _strict(text: str | bytes) -> wire.ServerFrame:

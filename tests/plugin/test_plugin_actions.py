@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kiln_verify.openenv.wire import Observation, Reward
+from kiln_verify.openenv.protocol.wire import Observation, Reward
 from pytest_kiln.cases import ActionBuilder, CaseContext, NotApplicable, candidate_actions
 from pytest_kiln.cases.context import compile_action_schema
 from pytest_kiln.cases.patterns import MAX_PATTERN_TEXT, string_for_pattern

@@ -14,7 +14,7 @@ TESTS = textwrap.dedent("""
 
 
     def test_factory(openenv_oracle, kiln_run):
-        from kiln_verify.openenv.client import OpenEnvClient
+        from kiln_verify.openenv.protocol.client import OpenEnvClient
 
         handle = openenv_oracle("bandit", max_sessions=1, faults=["delay-step=0.01"])
         assert handle.running

@@ -12,7 +12,14 @@ from tests.plugin.kilnkit import CONFORMANCE
 
 pytest_plugins = ["pytester"]
 
-HEAVY = ("torch", "transformers", "oracle", "websockets", "httpx", "kiln_verify.openenv.client")
+HEAVY = (
+    "torch",
+    "transformers",
+    "oracle",
+    "websockets",
+    "httpx",
+    "kiln_verify.openenv.protocol.client",
+)
 
 
 def test_importing_the_plugin_imports_nothing_heavy() -> None:

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import pytest
 
 from kiln_verify.limits import MAX_PEER_REASON_CHARS, MAX_POLICY_ERROR_BODY_BYTES
-from kiln_verify.openenv.credentials import REDACTED, BearerToken
 from kiln_verify.openenv.policy.peer_reason import PeerReason, read_peer_reason, status_hint
-from kiln_verify.openenv.reflection import base64_cores, spelled_in
+from kiln_verify.openenv.protocol.credentials import REDACTED, BearerToken
+from kiln_verify.openenv.protocol.reflection import base64_cores, spelled_in
 
 TOKEN = "sk-reason-0123456789abcdef"
 BEARER = BearerToken(TOKEN, "KILN_KEY")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kiln_verify.errors import KilnError
-from kiln_verify.openenv.identity import DiscoveryDocuments
+from kiln_verify.openenv.protocol.identity import DiscoveryDocuments
 from kiln_verify.openenv.records import serialize
 from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.replay import ReplayManifest

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from kiln_verify.core.jsonio import dumps_compact, loads
 from kiln_verify.errors import KilnError
+from kiln_verify.openenv.protocol.wire import Reward
 from kiln_verify.openenv.records import (
     environment,
     evaluation,
@@ -37,7 +38,6 @@ from kiln_verify.openenv.records.prompt import (
     protocol_error_content,
 )
 from kiln_verify.openenv.records.replay import ReplayCandidate
-from kiln_verify.openenv.wire import Reward
 from kiln_verify.records import Record, bits_equal, chat, policy, sort_keys
 
 _MODULES = (chat, policy, environment, observation, evaluation, replay, reports, rollout, summary)

@@ -30,6 +30,8 @@ from kiln_verify.hf.manifest import export, grpo, import_receipt, provenance, re
 from kiln_verify.hf.manifest.fields import FileIdentity
 from kiln_verify.openenv.evaluate.engine import TrainingInterval, evaluate_bundles
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
+from kiln_verify.openenv.protocol.tasks import TaskCatalog
+from kiln_verify.openenv.protocol.tasks import _splits as task_splits
 from kiln_verify.openenv.records import (
     environment,
     evaluation,
@@ -40,8 +42,6 @@ from kiln_verify.openenv.records import (
     summary,
 )
 from kiln_verify.openenv.records.serialize import report_bytes
-from kiln_verify.openenv.tasks import TaskCatalog
-from kiln_verify.openenv.tasks import _splits as task_splits
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.records import Record
 from kiln_verify.records.policy import AdapterIdentity, BehaviorPolicyIdentity

@@ -9,6 +9,12 @@ import pytest
 
 from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.jsonio import dumps_compact
+from kiln_verify.openenv.protocol.wire import (
+    Observation,
+    ProtocolError,
+    Reward,
+    decode_server_frame,
+)
 from kiln_verify.openenv.records import serialize
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
 from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
@@ -21,7 +27,6 @@ from kiln_verify.openenv.records.reports import (
 )
 from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
 from kiln_verify.openenv.records.summary import read_summary
-from kiln_verify.openenv.wire import Observation, ProtocolError, Reward, decode_server_frame
 from tests.records import fixtures
 
 

@@ -29,8 +29,8 @@ import kiln_verify.openenv.records.reports
 import kiln_verify.openenv.records.summary  # noqa: F401
 from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
 from kiln_verify.errors import KilnError
+from kiln_verify.openenv.protocol.wire import Reward
 from kiln_verify.openenv.records import writefast
-from kiln_verify.openenv.wire import Reward
 from kiln_verify.records import Record, sort_keys
 
 JSON_LEAVES = (

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from kiln_verify.limits import MAX_ERROR_SNIPPET_CHARS
+from kiln_verify.openenv.protocol.wire import Reward
 from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ObservationResult, ProtocolErrorResult
 from kiln_verify.openenv.replay import first_difference, result_difference
-from kiln_verify.openenv.wire import Reward
 
 
 @pytest.mark.parametrize(

@@ -378,7 +378,7 @@ def test_a_batch_that_cannot_be_recorded_fails_before_the_weights_change(
 def test_rollout_func_serves_a_single_session_server_with_capacity_waits(
     tool_model: Path, tmp_path: Path, start: OracleFactory
 ) -> None:
-    from kiln_verify.openenv.client import OpenEnvClient
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
     from kiln_verify.openenv.verify import verify_bundle
     from kiln_verify.trl import BatchRecorder, OpenEnvRolloutFunc
     from kiln_verify.trl.loop import BackgroundLoop

@@ -206,7 +206,8 @@ def test_verifier_is_network_free() -> None:
     code = (
         "import sys, kiln_verify.openenv.verify\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('httpx', 'websockets')"
-        " or m in ('kiln_verify.openenv.client', 'kiln_verify.openenv.session')]\n"
+        " or m in ('kiln_verify.openenv.protocol.client',"
+        " 'kiln_verify.openenv.protocol.session')]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

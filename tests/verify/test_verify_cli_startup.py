@@ -25,12 +25,17 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-loaded = [name for name in ("httpx", "websockets", "kiln_verify.openenv.client",
+loaded = [name for name in ("httpx", "websockets", "kiln_verify.openenv.protocol.client",
           "kiln_verify.openenv.collect") if name in sys.modules]
 print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
-_HEAVY = ["httpx", "websockets", "kiln_verify.openenv.client", "kiln_verify.openenv.collect"]
+_HEAVY = [
+    "httpx",
+    "websockets",
+    "kiln_verify.openenv.protocol.client",
+    "kiln_verify.openenv.collect",
+]
 
 
 def _run(*args: str) -> tuple[str, dict[str, object]]:

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kiln_verify.openenv.action_schema import ActionSchema
+from kiln_verify.openenv.protocol.action_schema import ActionSchema
 from kiln_verify.openenv.records.prompt import (
     HARNESS_CODES,
     NO_OUTPUT_MESSAGE,

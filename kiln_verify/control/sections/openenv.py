@@ -22,8 +22,8 @@ from kiln_verify.limits import (
     MAX_SERVER_TRACKED_RUNS,
     MAX_SERVER_TTL_S,
 )
-from kiln_verify.openenv.credentials import validate_env_name
-from kiln_verify.openenv.urls import normalize_base_url
+from kiln_verify.openenv.protocol.credentials import validate_env_name
+from kiln_verify.openenv.protocol.urls import normalize_base_url
 
 __all__ = ["CredentialHandle", "OpenEnvSettings", "origin_of", "parse_openenv"]
 

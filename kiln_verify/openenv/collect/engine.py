@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from kiln_verify.errors import EnvironmentIdentityChanged
-from kiln_verify.openenv.client import Inspection
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.episode import Arrival, EpisodeResult
 from kiln_verify.openenv.collect.groupcheck import GroupCheck, different_reset
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan
-from kiln_verify.openenv.identity import EnvironmentIdentity, compare_identities
 from kiln_verify.openenv.policy.base import Policy
+from kiln_verify.openenv.protocol.client import Inspection
+from kiln_verify.openenv.protocol.identity import EnvironmentIdentity, compare_identities
 from kiln_verify.openenv.records.environment import (
     EnvironmentIdentityRecord,
     EnvironmentInspection,

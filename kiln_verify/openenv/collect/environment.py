@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln_verify.limits import MAX_ACTION_CHECK_CACHE_ENTRIES, MAX_ACTION_CHECK_CACHE_KEY_CHARS
-from kiln_verify.openenv.action_schema import ActionSchema
-from kiln_verify.openenv.client import OpenEnvClient
+from kiln_verify.openenv.protocol.action_schema import ActionSchema
+from kiln_verify.openenv.protocol.client import OpenEnvClient
 from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.prompt import parse_model_action, system_prompt
 from kiln_verify.openenv.records.serialize import action_schema_sha256

@@ -46,6 +46,7 @@ from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.environment import EnvironmentContext
 from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
 from kiln_verify.openenv.policy.base import PolicyRequest, PolicyResponse
+from kiln_verify.openenv.protocol.wire import Observation, ProtocolError
 from kiln_verify.openenv.records.observation import (
     EpisodeTermination,
     ObservationRecord,
@@ -58,7 +59,6 @@ from kiln_verify.openenv.records.prompt import (
     observation_content,
     protocol_error_content,
 )
-from kiln_verify.openenv.wire import Observation, ProtocolError
 from kiln_verify.records import ChatMessage, TokenProvenance
 
 __all__ = [

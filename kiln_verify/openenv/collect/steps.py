@@ -36,7 +36,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kiln_verify.errors import UsageError
-from kiln_verify.openenv.client import Inspection, OpenEnvClient
 from kiln_verify.openenv.collect.bundle import Bundle
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.engine import (
@@ -59,6 +58,7 @@ from kiln_verify.openenv.collect.groupcheck import GroupCheck, different_reset
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
 from kiln_verify.openenv.collect.publish import publish_together
 from kiln_verify.openenv.policy.base import Policy
+from kiln_verify.openenv.protocol.client import Inspection, OpenEnvClient
 from kiln_verify.records import BehaviorPolicyIdentity
 
 __all__ = [

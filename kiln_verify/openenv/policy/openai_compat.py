@@ -18,7 +18,7 @@ decoded key or string: content, reasoning, an error object) is refused as
 
 The call must run in one asyncio task from start to end (httpx's connection pool holds
 anyio locks bound to the task that took them); the collector guarantees it
-(:meth:`Session.keep_alive_while <kiln_verify.openenv.session.Session.keep_alive_while>`).
+(:meth:`Session.keep_alive_while <kiln_verify.openenv.protocol.session.Session.keep_alive_while>`).
 """
 
 from __future__ import annotations
@@ -52,12 +52,6 @@ from kiln_verify.limits import (
     POLICY_RETRY_BACKOFF_MAX_S,
     POLICY_RETRY_BACKOFF_S,
 )
-from kiln_verify.openenv.credentials import (
-    BearerToken,
-    check_header,
-    read_bearer_token,
-    read_guarded,
-)
 from kiln_verify.openenv.policy.base import (
     MONOTONIC,
     BehaviorPolicyIdentity,
@@ -68,6 +62,12 @@ from kiln_verify.openenv.policy.base import (
 )
 from kiln_verify.openenv.policy.openai_response import read_completion, read_document
 from kiln_verify.openenv.policy.peer_reason import PeerReason, read_reason, status_hint
+from kiln_verify.openenv.protocol.credentials import (
+    BearerToken,
+    check_header,
+    read_bearer_token,
+    read_guarded,
+)
 
 
 def _is_loopback(host: str) -> bool:

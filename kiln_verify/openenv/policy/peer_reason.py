@@ -17,7 +17,7 @@ of a non-2xx body and quotes what the server says, from wherever servers put it:
 The body is a hostile peer's: what is quoted is cut to ``MAX_PEER_REASON_CHARS``,
 ``repr``-quoted (control characters, escape sequences and bidi overrides arrive escaped,
 never raw on a terminal), and scrubbed of the API key in every spelling a reader could undo
-(:meth:`BearerToken.scrub <kiln_verify.openenv.credentials.BearerToken.scrub>`): the key is
+(:meth:`BearerToken.scrub <kiln_verify.openenv.protocol.credentials.BearerToken.scrub>`): the key is
 cut out before the text is cut to length, so no prefix of it survives at the edge, and a
 text that still spells it after that is withheld whole.
 """
@@ -37,7 +37,7 @@ import orjson
 from kiln_verify.core.jsonio import loads
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_PEER_REASON_CHARS, MAX_POLICY_ERROR_BODY_BYTES
-from kiln_verify.openenv.credentials import BearerToken
+from kiln_verify.openenv.protocol.credentials import BearerToken
 
 __all__ = ["PeerReason", "json_reason", "read_peer_reason", "read_reason", "status_hint"]
 

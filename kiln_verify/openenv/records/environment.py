@@ -4,7 +4,7 @@
 ``/metadata`` projection) and one discovered environment's identity plus raw schemas
 (:class:`EnvironmentInspection`), embedded in summaries, replay manifests and control-plane
 runs. :meth:`EnvironmentIdentityRecord.from_identity` and :meth:`~EnvironmentIdentityRecord.
-to_identity` convert to and from the live form of :mod:`kiln_verify.openenv.identity`.
+to_identity` convert to and from the live form of :mod:`kiln_verify.openenv.protocol.identity`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, StrictStr
 
 from kiln_verify.core.digest import Sha256Digest
-from kiln_verify.openenv.identity import EnvironmentIdentity, EnvironmentMetadata
+from kiln_verify.openenv.protocol.identity import EnvironmentIdentity, EnvironmentMetadata
 from kiln_verify.records import FreeJson, Record, Sha256
 
 __all__ = [
@@ -33,7 +33,7 @@ CLIENT_PROFILE: Final = "openenv-http/1.x"
 class EnvironmentMetadataRecord(Record):
     """The typed ``/metadata`` projection inside a recorded identity (six known keys).
 
-    Differs from :class:`kiln_verify.openenv.identity.EnvironmentMetadata`: the contract
+    Differs from :class:`kiln_verify.openenv.protocol.identity.EnvironmentMetadata`: the contract
     requires ``description`` (a string, possibly empty) and the four optional texts are
     omitted when absent.
     """
@@ -51,7 +51,7 @@ class EnvironmentMetadataRecord(Record):
 class EnvironmentIdentityRecord(Record):
     """``kiln.openenv-identity.v1`` as embedded in summaries and replay manifests.
 
-    Same keys and order as :class:`kiln_verify.openenv.identity.EnvironmentIdentity`, but
+    Same keys and order as :class:`kiln_verify.openenv.protocol.identity.EnvironmentIdentity`, but
     ``authentication`` may be absent (legacy v2 receipts; it then means ``none``) and
     ``discovery_sha256`` is omitted when absent. Convert with :meth:`from_identity` and
     :meth:`to_identity`.
@@ -100,7 +100,7 @@ class EnvironmentIdentityRecord(Record):
         )
 
     def to_identity(self) -> EnvironmentIdentity:
-        """The live-comparison form (:func:`kiln_verify.openenv.identity.ensure_unchanged`).
+        """The live-comparison form (``protocol.identity.ensure_unchanged``).
 
         An empty recorded description becomes ``None`` only if it was empty: discovery
         without a description compares equal to a recorded ``""``.

@@ -1,6 +1,6 @@
 """What an environment answered: recorded observations, protocol errors, terminations.
 
-An observation is recorded with the tagged reward of :mod:`kiln_verify.openenv.wire`
+An observation is recorded with the tagged reward of :mod:`kiln_verify.openenv.protocol.wire`
 (null, bool, integer and float stay distinct: ``1`` is not ``1.0``), and an OpenEnv error
 reply with its whole ``data`` object; rollouts, replay manifests and summaries embed both.
 ``EpisodeTermination`` and its JSON Schema conditionals say how an episode ended.
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import PlainSerializer, PlainValidator, StrictBool, StrictStr, WithJsonSchema
 
 from kiln_verify.errors import KilnError
-from kiln_verify.openenv.wire import ErrorCode, Observation, ProtocolError, Reward
+from kiln_verify.openenv.protocol.wire import ErrorCode, Observation, ProtocolError, Reward
 from kiln_verify.records import I64_MAX, U64, FreeJson, Record
 
 __all__ = [
@@ -46,7 +46,7 @@ RewardValue = Annotated[
     PlainSerializer(lambda reward: reward.to_json()),
     WithJsonSchema({"type": ["null", "boolean", "integer", "number"]}),
 ]
-"""The tagged reward of :mod:`kiln_verify.openenv.wire`: ``1`` and ``1.0`` stay distinct."""
+"""The tagged reward of :mod:`~kiln_verify.openenv.protocol.wire`: ``1`` and ``1.0`` differ."""
 
 
 ProtocolErrorCode = Literal[
@@ -96,7 +96,7 @@ class ProtocolErrorRecord(Record):
 
     @classmethod
     def from_wire(cls, error: ProtocolError) -> ProtocolErrorRecord:
-        """Record an error reply decoded by :mod:`kiln_verify.openenv.wire`."""
+        """Record an error reply decoded by :mod:`kiln_verify.openenv.protocol.wire`."""
         return cls(
             code=error.code.value,
             message=error.message,
@@ -122,7 +122,7 @@ class ObservationRecord(Record):
 
     @classmethod
     def from_wire(cls, observation: Observation) -> ObservationRecord:
-        """Record an observation decoded by :mod:`kiln_verify.openenv.wire` (tag kept)."""
+        """Record an observation decoded by :mod:`kiln_verify.openenv.protocol.wire` (tag kept)."""
         return cls(
             observation=observation.observation,
             reward=observation.reward,

@@ -30,7 +30,7 @@ from kiln_verify.limits import (
     MAX_OPENENV_REPLAY_BYTES,
     MAX_OPENENV_SUMMARY_BYTES,
 )
-from kiln_verify.openenv.identity import DiscoveryDocuments
+from kiln_verify.openenv.protocol.identity import DiscoveryDocuments
 from kiln_verify.openenv.records.observation import ObservationRecord
 from kiln_verify.openenv.records.replay import ReplayManifest
 from kiln_verify.openenv.records.rollout import AgenticGroup

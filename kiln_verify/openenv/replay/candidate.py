@@ -25,7 +25,7 @@ from typing import Any
 
 from kiln_verify.errors import RecoverableProtocolError, ReplayDrift, TerminalProtocolError, snippet
 from kiln_verify.limits import MAX_REPLAY_DRIFTS_PER_CANDIDATE
-from kiln_verify.openenv.client import OpenEnvClient
+from kiln_verify.openenv.protocol.client import OpenEnvClient
 from kiln_verify.openenv.records.observation import ObservationRecord, ProtocolErrorRecord
 from kiln_verify.openenv.records.replay import ReplayCandidate, ReplayGroup
 from kiln_verify.openenv.replay.compare import (

@@ -39,8 +39,8 @@ from kiln_verify.errors import (
     UsageError,
 )
 from kiln_verify.limits import MAX_CAPACITY_WAIT_S, MAX_CONCURRENCY, MAX_OPENENV_REPLAY_BYTES
-from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.identity import EnvironmentIdentity
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.identity import EnvironmentIdentity
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest, read_replay
 from kiln_verify.openenv.records.reports import (
     REPLAY_NOTES_SCHEMA,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiln_verify.core.digest import canonical_digest
-from kiln_verify.openenv.identity import compare_identities
+from kiln_verify.openenv.protocol.identity import compare_identities
 from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.reports import EnvironmentRemap
 from kiln_verify.openenv.replay.candidate import ReplayTarget

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kiln_verify.errors import KilnError, UsageError, snippet
-from kiln_verify.openenv.identity import EnvironmentIdentity
+from kiln_verify.openenv.protocol.identity import EnvironmentIdentity
+from kiln_verify.openenv.protocol.urls import normalize_base_url
 from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.reports import EnvironmentRemap
-from kiln_verify.openenv.urls import normalize_base_url
 
 __all__ = ["UrlRemap", "parse_environment_url", "plan_remaps", "remapped_identity"]
 

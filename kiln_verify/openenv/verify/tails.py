@@ -10,7 +10,7 @@ Here the tail is re-derived instead. The recorded action segment is read back in
 model's reply (:func:`~kiln_verify.openenv.records.prompt.recorded_reply`, with the
 summary's ``thinking``), the collector's own rule
 (:func:`~kiln_verify.openenv.records.prompt.judge_model_reply`, with the recorded action
-schema compiled by :class:`~kiln_verify.openenv.action_schema.ActionSchema`) says what the
+schema compiled by :class:`~kiln_verify.openenv.protocol.action_schema.ActionSchema`) says what the
 collector makes of that reply, and both segments must be exactly its output: the reply must
 not be a valid action, the action segment must be the text the collector writes for it,
 and the harness segment must be the compact JSON of that code and message, byte for byte.
@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_ACTION_CHECK_CACHE_ENTRIES, MAX_ACTION_CHECK_CACHE_KEY_CHARS
-from kiln_verify.openenv.action_schema import ActionSchema
+from kiln_verify.openenv.protocol.action_schema import ActionSchema
 from kiln_verify.openenv.records.prompt import (
     harness_error_content,
     judge_model_reply,

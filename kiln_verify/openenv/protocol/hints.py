@@ -9,7 +9,7 @@ else gets the generic one of its error class.
 
 from __future__ import annotations
 
-from kiln_verify.openenv.urls import EnvironmentUrl
+from kiln_verify.openenv.protocol.urls import EnvironmentUrl
 
 __all__ = ["connection_hint", "status_hint"]
 

@@ -24,8 +24,8 @@ from kiln_verify.limits import (
     MAX_TASK_COLLECTION_ITEMS,
     MAX_TASK_PAGE,
 )
-from kiln_verify.openenv.client import OpenEnvClient
-from kiln_verify.openenv.identity import INVENTORY_ABSENT_STATUS, environment_names
+from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.openenv.protocol.identity import INVENTORY_ABSENT_STATUS, environment_names
 
 NOT_IMPLEMENTED = frozenset({501})
 _INVENTORY_ABSENT = frozenset({INVENTORY_ABSENT_STATUS})

@@ -1,12 +1,12 @@
 """The OpenEnv client: health, discovery, identity, sessions and capacity acquisition.
 
 HTTP (httpx) is used only for ``/health``, discovery and the Task API; episodes run over
-the WebSocket (:mod:`kiln_verify.openenv.session`). Every HTTP body is read through a
+the WebSocket (:mod:`kiln_verify.openenv.protocol.session`). Every HTTP body is read through a
 byte cap while it streams, redirects are answered with an error instead of being followed
 (a redirect could move a bearer token to another origin), and a body that holds the
 token in any spelling (raw before parsing, JSON-escaped in any decoded key or string
 after) is refused as ``credential_reflected``
-(:func:`~kiln_verify.openenv.credentials.read_guarded`).
+(:func:`~kiln_verify.openenv.protocol.credentials.read_guarded`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from kiln_verify.limits import (
     MAX_DISCOVERY_BODY_BYTES,
     MAX_SERVER_FRAME_BYTES,
 )
-from kiln_verify.openenv.action_schema import ActionSchema, compile_action_schema
-from kiln_verify.openenv.credentials import (
+from kiln_verify.openenv.protocol.action_schema import ActionSchema, compile_action_schema
+from kiln_verify.openenv.protocol.credentials import (
     BearerToken,
     check_body,
     check_header,
@@ -55,16 +55,16 @@ from kiln_verify.openenv.credentials import (
     read_guarded,
     redact,
 )
-from kiln_verify.openenv.hints import connection_hint, status_hint
-from kiln_verify.openenv.identity import (
+from kiln_verify.openenv.protocol.hints import connection_hint, status_hint
+from kiln_verify.openenv.protocol.identity import (
     INVENTORY_ABSENT_STATUS,
     DiscoveryDocuments,
     EnvironmentIdentity,
     build_identity,
 )
-from kiln_verify.openenv.session import Session
-from kiln_verify.openenv.urls import EnvironmentUrl, normalize_base_url
-from kiln_verify.openenv.wire import ErrorCode, Observation
+from kiln_verify.openenv.protocol.session import Session
+from kiln_verify.openenv.protocol.urls import EnvironmentUrl, normalize_base_url
+from kiln_verify.openenv.protocol.wire import ErrorCode, Observation
 
 _INVENTORY_ABSENT = frozenset({INVENTORY_ABSENT_STATUS})
 

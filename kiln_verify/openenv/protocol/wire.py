@@ -2,7 +2,7 @@
 
 Nothing here touches a socket, so the exact byte rules (strict JSON, the server-frame cap,
 the closed observation shape, the tagged reward, the seven error codes) are testable with
-plain values and property tests, and :mod:`kiln_verify.openenv.session` only moves bytes.
+plain values and property tests, and :mod:`kiln_verify.openenv.protocol.session` only moves bytes.
 Every decoding failure is a :class:`~kiln_verify.errors.ProtocolViolation` (or
 :class:`~kiln_verify.errors.UnexpectedResponse` for a well-formed frame of the wrong type),
 which the session turns into poisoning: a peer that breaks the protocol once is never

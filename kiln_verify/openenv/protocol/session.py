@@ -41,8 +41,8 @@ from kiln_verify.errors import (
     TerminalProtocolError,
 )
 from kiln_verify.limits import KEEP_ALIVE_MAX_S, KEEP_ALIVE_MIN_S, MAX_SERVER_FRAME_BYTES
-from kiln_verify.openenv.credentials import BearerToken, read_guarded
-from kiln_verify.openenv.wire import (
+from kiln_verify.openenv.protocol.credentials import BearerToken, read_guarded
+from kiln_verify.openenv.protocol.wire import (
     Observation,
     ProtocolError,
     RequestKind,

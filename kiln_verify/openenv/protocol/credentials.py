@@ -6,7 +6,7 @@ accident. Servers are untrusted: a server that echoes credentials would otherwis
 them into recorded observations, so every response is refused as
 ``credential_reflected`` when the token is in it in any spelling that decodes to it
 (:func:`read_guarded`): its raw bytes before anything parses it, then every decoded key
-and string of the parsed value (:mod:`kiln_verify.openenv.reflection` says why that is
+and string of the parsed value (:mod:`kiln_verify.openenv.protocol.reflection` says why that is
 cheap and complete), and for a document the parser refuses, every decoded string literal
 before the parse error (which may quote one) is reported. Header values that reach a
 message (a redirect's ``Location``) are checked raw and percent-decoded. Peer text quoted
@@ -29,7 +29,7 @@ from kiln_verify.errors import (
     KilnError,
 )
 from kiln_verify.limits import MAX_CREDENTIAL_ENV_NAME_CHARS, MAX_CREDENTIAL_TOKEN_BYTES
-from kiln_verify.openenv.reflection import (
+from kiln_verify.openenv.protocol.reflection import (
     base64_cores,
     escaped,
     json_spelling,
@@ -37,7 +37,7 @@ from kiln_verify.openenv.reflection import (
     reflected_in_value,
     spelled_in,
 )
-from kiln_verify.openenv.urls import EnvironmentUrl
+from kiln_verify.openenv.protocol.urls import EnvironmentUrl
 
 T = TypeVar("T")
 
