@@ -2,7 +2,7 @@
 
 Every test here talks to servers the gate script launched and announced through the
 ``KILN_OPENENV_INTEROP_*`` variables; without ``KILN_OPENENV_INTEROP_COUNTER_URL`` the
-whole suite is skipped, so a plain ``pytest`` run skips it (``tests/test_gate_script.py``
+whole suite is skipped, so a plain ``pytest`` run skips it (``tests/gate/test_gate_script.py``
 runs the gate itself). The suite only speaks the OpenEnv protocol: it never imports the
 oracle package, so it runs unchanged against an external oracle checkout.
 """

@@ -23,8 +23,8 @@ from kiln_verify.openenv.policy.scripted import ScriptedPolicy
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
 from kiln_verify.openenv.records.summary import read_summary, relabel_as_v2
 from kiln_verify.openenv.verify import verify_bundle
-from tests.collect.options import make_controls
 from tests.gate.support import requires_gate
+from tests.openenv.collect.options import make_controls
 
 pytestmark = requires_gate
 

@@ -15,8 +15,8 @@ from kiln_verify.hf.export import export_grpo, export_sft
 from kiln_verify.hf.grpo_scan import behaviour_adapter
 from kiln_verify.hf.manifest import FileIdentity, read_result
 from kiln_verify.hf.verify import verify_path
+from tests.hf.export.conftest import ROWS
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
-from tests.hf_export.conftest import ROWS
 
 from .conftest import GRPO, run_refused, run_train
 

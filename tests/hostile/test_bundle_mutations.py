@@ -52,7 +52,7 @@ from kiln_verify.testing.bundles import (
     SUMMARY,
     build_bundle,
 )
-from tests.records.fixtures import write_fixture_bundle
+from tests.openenv.records.fixtures import write_fixture_bundle
 
 BUNDLE_SEMANTIC = frozenset(
     {

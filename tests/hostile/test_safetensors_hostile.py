@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kiln_verify.core.safetensors_header import parse_safetensors, read_safetensors_header
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_SAFETENSORS_HEADER_BYTES
-from tests.hf_adapter.kit import raw_file, safetensors_bytes
+from tests.hf.adapter_check.kit import raw_file, safetensors_bytes
 
 GOOD = safetensors_bytes(
     {"a": ("F32", [2, 3]), "b": ("BF16", [4]), "empty": ("F16", [0, 5]), "s": ("I64", [])},

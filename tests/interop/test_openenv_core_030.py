@@ -27,7 +27,7 @@ from tests.interop.cli_pipeline import (
 )
 from tests.interop.legacy_openenv import openenv_core_030, python_of
 from tests.interop.openenv_init_kit import generate, serve
-from tests.openenv.oekit import canonical_sha256
+from tests.openenv.protocol.oekit import canonical_sha256
 
 #: The first run builds the 0.3.0 environment: about 50 s on an idle 2-core box, several
 #: minutes when the box is busy.

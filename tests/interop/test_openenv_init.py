@@ -28,7 +28,7 @@ from tests.interop.cli_pipeline import (
     inspect_collect_verify_replay,
 )
 from tests.interop.openenv_init_kit import generate, serve
-from tests.openenv.oekit import canonical_sha256
+from tests.openenv.protocol.oekit import canonical_sha256
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -71,7 +71,7 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory, bandit_url: str) -> Pat
 
     from kiln_verify.cli import app
     from kiln_verify.testing.tiny_model import warm_start
-    from tests.policy.tiny_model import build_tiny_model
+    from tests.openenv.policy.tiny_model import build_tiny_model
 
     root = tmp_path_factory.mktemp("served")
     out = CliRunner().invoke(

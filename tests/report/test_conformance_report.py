@@ -11,7 +11,7 @@ import pytest
 from kiln_verify.errors import KilnError
 from kiln_verify.report import engine
 from kiln_verify.report.conformance_input import read_conformance_report
-from tests.plugin.kilnkit import CONFORMANCE
+from tests.pytest_kiln.kilnkit import CONFORMANCE
 from tests.report.conftest import assert_conformance_refused
 from tests.report.pages import elements
 

@@ -4,7 +4,7 @@ The offline verifier recomputes the shared prompt and every observation segment 
 recorded inspection and observations and requires byte equality, so the collector and the
 verifier must build this text with the same functions: these. Kiln's own system-prompt
 wording was not available (§18); :data:`SYSTEM_TEMPLATE` is ours and is pinned byte for
-byte by ``tests/records/test_prompt.py``. See docs/contract.md.
+byte by ``tests/openenv/records/test_prompt.py``. See docs/contract.md.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def observation_json_text(observation: ObservationRecord) -> str:
     """``dumps_compact(observation.to_json())`` as text, for a record the strict parser
     produced: the members in field order, the free-form parts written canonically (what
     ``to_json``'s recursive key sort gives), ``metadata`` omitted when ``None`` -- without
-    pydantic's serializer or the sorted copy (``tests/records/test_fastpaths.py``)."""
+    pydantic's serializer or the sorted copy (``tests/openenv/records/test_fastpaths.py``)."""
     parts = [
         '{"observation":',
         parsed_text(observation.observation, canonical=True),
@@ -196,7 +196,8 @@ def protocol_error_json_text(error: ProtocolErrorRecord, continued: bool) -> str
     """:func:`protocol_error_content` for a record the strict parser produced, assembled
     from its parts like :func:`observation_json_text`: the error's members in field order,
     ``errors`` written canonically (``to_json``'s recursive key sort), absent optional
-    members omitted -- without pydantic's serializer (``tests/records/test_fastpaths.py``)."""
+    members omitted -- without pydantic's serializer
+    (``tests/openenv/records/test_fastpaths.py``)."""
     parts = ['{"openenv_error":{"code":', parsed_text(error.code)]
     parts += [',"message":', parsed_text(error.message)]
     if error.errors is not None:

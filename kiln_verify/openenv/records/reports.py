@@ -3,7 +3,7 @@
 ``kiln.openenv-verification.v1`` (contract §2.8), ``kiln.openenv-replay-run.v1`` (§2.9)
 and ``kiln.openenv-artifact-download.v1`` (§2.11) are exactly Kiln's closed records: the
 same keys, none added (checked against Kiln's published schema by
-``tests/records/test_kiln_published_schemas.py``). Written as pretty JSON + LF by
+``tests/openenv/records/test_kiln_published_schemas.py``). Written as pretty JSON + LF by
 :func:`kiln_verify.openenv.records.serialize.report_bytes`.
 
 What a live replay knows beyond Kiln's record lives in a record of our own name,

@@ -16,7 +16,7 @@ must be a JSON scalar) and the record classes a field may hold. A class declarin
 else that shapes its output (field or other model serializers, computed fields, ``ser_*``
 settings, a serializer on a nested type the layout cannot follow) has no layout and goes
 through ``to_json``, as does any value of a type the field does not declare. So a new
-field needs no edit here; ``tests/records/test_writefast.py`` compares both writers on
+field needs no edit here; ``tests/openenv/records/test_writefast.py`` compares both writers on
 generated instances of every record class.
 """
 

@@ -1,0 +1,93 @@
+"""One completed SFT bundle (tiny Qwen3.5 model, export, two train.py steps) shared by the
+import tests; every test copies what it changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+from tests.hf.export.conftest import ROWS
+
+TRAIN_FLAGS = (
+    "--learning-rate",
+    "1e-2",
+    "--lora-rank",
+    "2",
+    "--target-modules",
+    "q_proj,in_proj_qkv",
+    "--dtype",
+    "float32",
+    "--no-gradient-checkpointing",
+    "--epochs",
+    "1",
+    "--seed",
+    "7",
+)
+
+
+@dataclass(frozen=True)
+class Completed:
+    model: Path
+    bundle: Path
+    """``sft_01.kiln-hf`` after ``train.py``: read-only by convention; copy to tamper."""
+
+
+def train(bundle: Path, model: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            str(bundle / "train.py"),
+            str(bundle),
+            "--base-model",
+            str(model),
+            *list(TRAIN_FLAGS),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+@pytest.fixture(scope="session")
+def completed(tmp_path_factory: pytest.TempPathFactory) -> Completed:
+    from kiln_verify.hf.export import export_sft
+    from tests.openenv.policy.tiny_model import build_tiny_model
+
+    root = tmp_path_factory.mktemp("hf_import")
+    model = build_tiny_model(root / "model")
+    data = root / "messages.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    outcome = export_sft(
+        model=model, dataset=data, name="sft_01", output=root / "sft_01.kiln-hf.tar.gz"
+    )
+    train(outcome.directory, model)
+    return Completed(model, outcome.directory)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every entry beneath ``root`` with its bytes (directories as b'<dir>')."""
+    out: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        out[rel] = b"<dir>" if path.is_dir() else path.read_bytes()
+    return out
+
+
+@pytest.fixture
+def bundle_copy(tmp_path: Path, completed: Completed) -> Path:
+    return Path(shutil.copytree(completed.bundle, tmp_path / "copy" / completed.bundle.name))
