@@ -27,6 +27,10 @@ from hypothesis import settings
 
 from pytest_kiln.fixtures import OracleFactory
 
+#: The control-plane fixtures (oracle environments, a control plane, a ``kiln-verify serve``
+#: process) serve five folders: the engine, routes, commands, client and control suite.
+pytest_plugins = ["tests.control.fixtures"]
+
 # Hypothesis' default 200 ms deadline is a wall-clock assertion inside a test: with parallel
 # workers on a shared 2-core machine a first example can take 450 ms for reasons that have
 # nothing to do with the code (seen once in a full run). Speed is measured in benchmarks/,

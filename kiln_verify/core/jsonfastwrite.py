@@ -4,7 +4,7 @@
 ``dumps_compact``/``dumps_pretty``, pure-Python walks that were the largest single cost
 of building a collection's bundle (docs/performance.md, "Collector overhead"). ``orjson``
 (Rust) writes the same spellings: the same string escapes
-(``tests/openenv/collect/test_collect_writers.py`` checks every code point), the same shortest
+(``tests/openenv/collect/test_writers.py`` checks every code point), the same shortest
 float digits, the same separators and 2-space indentation, keys in the given order or,
 with ``OPT_SORT_KEYS``, by code point as ``sort_keys`` sorts them. Where the two could
 differ, the ``orjson`` result is thrown away and the reference writer runs on the whole

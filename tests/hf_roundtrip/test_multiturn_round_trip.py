@@ -6,7 +6,7 @@ are out of range (a recoverable ``EXECUTION_ERROR``, penalised, the episode cont
 some replies are not actions (``invalid_model_action``). Thinking is off here: the tiny
 model cannot learn to close its reasoning in a CPU-sized warm start, so every thinking
 episode would earn the same penalty and no advantage would move the adapter; forced close
-tokens are covered by ``tests/openenv/collect/test_collect_grpo_multiturn.py`` and the replay
+tokens are covered by ``tests/openenv/collect/test_grpo_multiturn.py`` and the replay
 tests. ``rollout --grpo-output`` → ``hf export-grpo`` (token replay
 of every stream) → the bundle's own ``train.py`` (``env_mask`` 0 on environment and
 forced tokens) → ``hf verify --completed`` → ``hf import-peft`` → PEFT loads the adapter

@@ -9,7 +9,7 @@ so these are that release's own answers, over loopback sockets:
   model's ``max_position_embeddings`` (512 for the tiny model), logging only a warning;
   5.25.0 answers HTTP 400 ``{"detail": "The prompt has N tokens, but the model takes at
   most M, prompt and answer (`--max-model-len`)."}`` (its exact body is replayed by the
-  hostile server in ``tests/openenv/policy/test_policy_hostile_status.py``). The test asserts
+  hostile server in ``tests/openenv/policy/test_hostile_status.py``). The test asserts
   whichever the installed release does, so raising the pin makes it check the refusal.
 """
 

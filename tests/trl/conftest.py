@@ -64,7 +64,7 @@ COUNTER_TOOL: dict[str, Any] = {
         "return": {"type": "string", "description": "The environment's answer to the action."},
     },
 }
-"""The counter's action tool as the factory derives it (pinned by test_trl_inputs)."""
+"""The counter's action tool as the factory derives it (pinned by test_inputs)."""
 
 
 @pytest.fixture(scope="session")

@@ -198,7 +198,7 @@ def _parse_int(digits: str) -> int | float:
 def strict_json(data: bytes, what: str) -> Json:
     """Strict UTF-8 JSON: duplicate keys, NaN/Infinity, trailing data and lone surrogate
     escapes (``"\\ud800"``, which no UTF-8 text can hold) are rejected, as by the library's
-    reader (tests/hf/runner/test_runner_parity.py)."""
+    reader (tests/hf/runner/test_parity.py)."""
     try:
         value: Json = json.loads(
             data.decode("utf-8"),
@@ -1027,7 +1027,7 @@ def scan_grpo_corpus(root: str, rows: int, corpus: str) -> int:
 # token replay of trajectory rows (after the preflight; imports tokenizers and transformers'
 # template renderer, never torch). Mirrors the library's token-stream rule
 # (docs/hf-contract.md, "The token stream of a trajectory");
-# tests/hf/runner/test_runner_stream.py runs both side by side on the same rows.
+# tests/hf/runner/test_stream.py runs both side by side on the same rows.
 # Single-generation rows are replayed by kiln-verify itself at export and verification.
 
 THINK_CLOSE = "</think>"

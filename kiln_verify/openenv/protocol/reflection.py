@@ -6,7 +6,7 @@ pair), and the parser turns every spelling back into the token, which the record
 writes raw. So the question is never "are these bytes in the body" alone but "does any
 decoded string -- object key or value, at any depth -- contain the secret". This module
 answers it cheaply, in three steps, each proven below and by
-``tests/openenv/protocol/test_oe_reflection.py``:
+``tests/openenv/protocol/test_reflection.py``:
 
 1. **No backslash, nothing to decode.** When the document's text has no ``\\`` at all,
    it holds no escape sequence, so every string the parser returns is exactly the text

@@ -22,7 +22,7 @@ from kiln_verify.hf.verify import verify_path
 from kiln_verify.testing.tiny_model import CHAT_TEMPLATE, THINKING_CHAT_TEMPLATE
 from tests.hf.export.test_grpo_replay import _reseal
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
-from tests.hf.stream_corpus import stream_groups
+from tests.tokens.stream_corpus import stream_groups
 
 Groups = list[dict[str, Any]]
 

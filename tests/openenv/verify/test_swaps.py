@@ -9,7 +9,7 @@ two opens, and the typed refusal is asserted.
 * live replay reads the replay manifest once more after offline verification, in one read
   whose digest must be the verified one, before any environment is contacted.
 
-(The summary's second pass has its own tests: ``test_verify_summary_pass.py``.)
+(The summary's second pass has its own tests: ``test_summary_pass.py``.)
 """
 
 from __future__ import annotations

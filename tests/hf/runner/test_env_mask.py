@@ -23,7 +23,7 @@ from kiln_verify.hf.export import export_grpo
 from kiln_verify.hf.runner import train
 from kiln_verify.testing.tiny_model import THINKING_CHAT_TEMPLATE, build_tiny_model
 from tests.hf.grpo_corpus import write_groups
-from tests.hf.stream_corpus import stream_groups
+from tests.tokens.stream_corpus import stream_groups
 
 
 @pytest.fixture(scope="module")

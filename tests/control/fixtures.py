@@ -1,4 +1,8 @@
-"""Fixtures of the control-plane tests: oracle environments and a control plane per test."""
+"""Control-plane fixtures shared by every folder that talks to one (registered for the whole
+suite by tests/conftest.py): tests/control (the engine), tests/server (the routes),
+tests/cli (the commands), tests/control_client (downloads) and tests/pytest_kiln (the
+control suite). Oracle environments and the real ``kiln-verify serve`` process are built
+once per session (per xdist worker); a control plane in a thread is built per test."""
 
 from __future__ import annotations
 

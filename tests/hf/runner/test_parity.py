@@ -5,7 +5,7 @@ carries copies: the LoRA target list, the limits (the chat-template cap among th
 JSON, the rollout-provenance and thinking text, the template arguments a render owns, the
 training template's generation tags. Each copy is compared with its single source of truth
 here, so changing one side without the other fails a test. (The token-stream rule itself
-is compared by behaviour in ``test_runner_stream.py``.)
+is compared by behaviour in ``test_stream.py``.)
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from kiln_verify.hf.manifest import ExportManifest, document_bytes, read_export
 from kiln_verify.hf.runner import train
 from kiln_verify.hf.verify import verify_path
 from kiln_verify.testing.tiny_model import CHAT_TEMPLATE, THINKING_CHAT_TEMPLATE
-from tests.hf.export.test_stream_replay import MUTATIONS
+from tests.tokens.test_stream_replay import MUTATIONS
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
-from tests.hf.stream_corpus import stream_groups
+from tests.tokens.stream_corpus import stream_groups
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("jinja2")

@@ -4,7 +4,7 @@ Where servers put their reason (FastAPI's ``detail`` string or validation list, 
 ``error.message``, a text body, a proxy's HTML page), what is never shown (binary bodies),
 the bounds at their boundaries (``MAX_PEER_REASON_CHARS``, ``MAX_POLICY_ERROR_BODY_BYTES``)
 and the credential scrub: cut out where a spelling can be cut out exactly, the whole text
-withheld where one could still be undone. Real sockets: ``test_policy_hostile_status.py``.
+withheld where one could still be undone. Real sockets: ``test_hostile_status.py``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from kiln_verify.openenv.records.serialize import messages_sha256, reset_observa
 from kiln_verify.records import ChatMessage
 from oracle.runner import ServerHandle
 from tests.openenv.collect.contexts import environment_context
-from tests.openenv.collect.test_collect_fastpaths import OBSERVATIONS, _record
+from tests.openenv.collect.test_fastpaths import OBSERVATIONS, _record
 
 PLAN = GroupPlan(3, 0, 7, {"seed": 7})
 

@@ -7,7 +7,7 @@ any position (:mod:`tests.openenv.protocol.hostile_peer`). Every case must raise
 ``credential_reflected`` without any spelling of the key in the error; through
 ``kiln-verify openenv rollout`` it must also leave no file and nothing in stdout, stderr
 or the log. The policy never streams (``stream: false``); the reason it quotes from a
-non-2xx body is scrubbed, which ``test_policy_hostile_status.py`` checks.
+non-2xx body is scrubbed, which ``test_hostile_status.py`` checks.
 """
 
 from __future__ import annotations
