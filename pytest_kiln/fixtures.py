@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
+from pytest_kiln.settings import EndpointSpec, kiln_settings
+
 if TYPE_CHECKING:
     from kiln_verify.openenv.protocol.client import OpenEnvClient
     from kiln_verify.openenv.protocol.session import Session
@@ -25,35 +27,6 @@ T = TypeVar("T")
 
 #: The kwargs ``@pytest.mark.kiln(...)`` accepts; anything else is a usage error.
 MARKER_KWARGS: frozenset[str] = frozenset({"oracle", "max_sessions", "faults"})
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointSpec:
-    """An endpoint under test before it runs: a URL, or an oracle server to start."""
-
-    id: str
-    url: str | None = None
-    oracle: str | None = None
-    max_sessions: int | None = None
-    faults: tuple[str, ...] = ()
-    #: Started per test (a marker) rather than shared by the session (``--kiln-oracle``).
-    per_test: bool = False
-
-    @classmethod
-    def for_oracle(
-        cls,
-        name: str,
-        *,
-        max_sessions: int | None = None,
-        faults: Sequence[str] = (),
-        per_test: bool = False,
-    ) -> EndpointSpec:
-        label = "oracle-" + name
-        if max_sessions is not None:
-            label += f"-max{max_sessions}"
-        for fault in faults:
-            label += "+" + fault
-        return cls(label, None, name, max_sessions, tuple(faults), per_test)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,16 +164,12 @@ def openenv_endpoint(
 @pytest.fixture
 def kiln_capacity_probe(request: pytest.FixtureRequest) -> int | None:
     """``--kiln-capacity-probe`` (``None``: the suite's default of 64 sessions)."""
-    from pytest_kiln.plugin import kiln_settings
-
     return kiln_settings(request.config).capacity_probe
 
 
 @pytest.fixture
 def kiln_credential_env(request: pytest.FixtureRequest) -> str | None:
     """The name of the environment variable holding the bearer token, if configured."""
-    from pytest_kiln.plugin import kiln_settings
-
     return kiln_settings(request.config).credential_env
 
 

@@ -22,7 +22,6 @@ State lives in typed stash keys on the config, never in ad-hoc attributes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,7 +29,6 @@ import pytest
 from pytest_kiln.fixtures import (
     MARKER_KWARGS,
     Endpoint,
-    EndpointSpec,
     kiln_capacity_probe,
     kiln_credential_env,
     kiln_oracle_pool,
@@ -40,10 +38,10 @@ from pytest_kiln.fixtures import (
     openenv_oracle,
     openenv_session,
 )
+from pytest_kiln.settings import EndpointSpec, KilnSettings, kiln_settings
 
 if TYPE_CHECKING:
     from pytest_kiln.cases import CaseResult
-    from pytest_kiln.report import RecordedResult
 
 pytest_plugins = ("pytest_kiln.control.plugin",)  # the control-plane suite's options
 
@@ -71,39 +69,6 @@ MARKER_DOC = (
     "kiln(*, oracle=NAME, max_sessions=N, faults=[PROFILE, ...]): run this test's "
     "openenv_endpoint/openenv_client against a fresh oracle server (see docs/conformance.md)"
 )
-
-
-@dataclass(slots=True)
-class KilnSettings:
-    """The effective configuration and the results recorded so far."""
-
-    urls: list[str] = field(default_factory=list)
-    oracles: list[str] = field(default_factory=list)
-    credential_env: str | None = None
-    report_path: str | None = None
-    report_html_path: str | None = None
-    report_overwrite: bool = False
-    #: ``--kiln-capacity-probe``; ``None`` means the suite's default.
-    capacity_probe: int | None = None
-    results: list[RecordedResult] = field(default_factory=list)
-    report_error: str | None = None
-
-    @property
-    def endpoints(self) -> list[EndpointSpec]:
-        specs = [EndpointSpec(url, url=url) for url in self.urls]
-        specs += [EndpointSpec.for_oracle(name) for name in self.oracles]
-        return specs
-
-
-SETTINGS_KEY: pytest.StashKey[KilnSettings] = pytest.StashKey()
-
-
-def kiln_settings(config: pytest.Config) -> KilnSettings:
-    settings = config.stash.get(SETTINGS_KEY, None)
-    if settings is None:
-        settings = KilnSettings()
-        config.stash[SETTINGS_KEY] = settings
-    return settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -21,23 +21,21 @@ A run kind (``rollout`` today, ``train`` next) is one :class:`RunKind` value:
 
 The registry dispatches on ``request.kind`` through a :data:`KindTable`; a kind missing
 from the table is ``openenv_run_kind_unsupported`` (501). This module imports nothing of
-the registry (the executor's first argument is typed through ``TYPE_CHECKING``), so a kind
-depends on the registry and never the other way round.
+the registry, not even for typing (the executor's first argument, the registry itself, is
+``Any`` here; each kind's executor names its real type), so a kind depends on the
+registry and never the other way round, and the import graph has no cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.status import RunProgress
 from kiln_verify.errors import ApiRunKindUnsupported
-
-if TYPE_CHECKING:
-    from kiln_verify.control.registry import RunRegistry
 
 __all__ = [
     "Admit",
@@ -53,7 +51,7 @@ __all__ = [
 Admit = Callable[[OpenEnvRunRequest, ServerConfig], Any]
 """``(request, config) -> controls``, or a typed :class:`~kiln_verify.errors.ControlApiError`."""
 
-Executor = Callable[["RunRegistry", str, Any], Coroutine[Any, Any, None]]
+Executor = Callable[[Any, str, Any], Coroutine[Any, Any, None]]
 """``(registry, run_id, controls or None)``: runs one admitted run to a terminal state."""
 
 

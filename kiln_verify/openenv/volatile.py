@@ -26,7 +26,7 @@ invents its own is still caught (the payload set it, so it is exact), but an env
 whose ``episode_id`` leaks hidden per-episode state (say, the seed of a game it did not
 derive from the reset ``seed``) is indistinguishable from a uuid and passes.
 
-The comparison itself is :func:`kiln_verify.openenv.replay.compare.first_difference`
+The comparison itself is :func:`kiln_verify.openenv.jsondiff.first_difference`
 (type-strict at every depth: ``1``, ``1.0`` and ``true`` differ); this module only masks
 the volatile fields before it runs, so both share one definition of "equal".
 """
@@ -35,10 +35,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-if TYPE_CHECKING:
-    from kiln_verify.openenv.replay.compare import Difference
+from kiln_verify.openenv.jsondiff import Difference, VolatileValue, first_difference, json_type
 
 __all__ = [
     "VOLATILE_STATE_FIELDS",
@@ -53,25 +52,6 @@ __all__ = [
 
 #: The OpenEnv ``State`` fields that identify a session rather than describe a game.
 VOLATILE_STATE_FIELDS: Final[tuple[str, ...]] = ("episode_id",)
-
-
-def json_type(value: Any) -> str:
-    """The JSON Schema type name of a parsed JSON value (``boolean`` is not ``integer``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _payload_sets(reset_payload: Mapping[str, Any] | None, name: str) -> bool:
@@ -116,16 +96,6 @@ def ignored_identity(reset_payload: Mapping[str, Any] | None, state: Any) -> str
         if json_type(requested) != json_type(reported) or requested != reported:
             return name
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class VolatileValue:
-    """Stands in for a volatile field's value: equal to another exactly when the types are."""
-
-    type: str
-
-    def __repr__(self) -> str:
-        return f"<volatile {self.type}>"
 
 
 def mask_volatile(state: Any, fields: tuple[str, ...]) -> Any:
@@ -173,8 +143,6 @@ def compare_states(
     same for both sides: a recorded reset and its replay, or two candidates of a group).
     ``path`` prefixes the reported difference (``final_state.episode_id``, say).
     """
-    from kiln_verify.openenv.replay.compare import first_difference
-
     fields = volatile_state_fields(reset_payload, strict=strict)
     present = tuple(
         name

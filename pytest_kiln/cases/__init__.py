@@ -13,13 +13,13 @@ note) when the requirement holds, raises :class:`CheckFailed` when it does not, 
 that into a :class:`Verdict` according to the case's :class:`Level`: a failed MUST is
 ``FAILED``, a failed SHOULD ``NON-STRICT``, a failed MAY ``INFORMATIONAL``.
 
-Modules: :mod:`.model` (levels, verdicts, cases, results, bounds), :mod:`.context` (what a
-check gets) with :mod:`.acquire` (session slots with capacity retries), :mod:`.actions` and
-:mod:`.patterns` (actions from the schema), :mod:`.frames` and :mod:`.mcp` (raw frames,
-JSON-RPC); the checks in :mod:`.discovery`, :mod:`.session_checks`,
-:mod:`.protocol_checks`, :mod:`.error_checks`, :mod:`.capacity_checks`,
-:mod:`.determinism`, :mod:`.tasks` and :mod:`.mcp_checks`; :mod:`.inventory` (the
-``CASES`` table) and :mod:`.runner` (verdicts).
+Modules: :mod:`.model` (levels, verdicts, results, bounds), :mod:`.case` (a case and its
+check), :mod:`.context` (what a check gets) with :mod:`.acquire` (session slots with
+capacity retries), :mod:`.actions` and :mod:`.patterns` (actions from the schema),
+:mod:`.frames` and :mod:`.mcp` (raw frames, JSON-RPC); the checks in :mod:`.discovery`,
+:mod:`.session_checks`, :mod:`.protocol_checks`, :mod:`.error_checks`,
+:mod:`.capacity_checks`, :mod:`.determinism`, :mod:`.tasks` and :mod:`.mcp_checks`;
+:mod:`.inventory` (the ``CASES`` table) and :mod:`.runner` (verdicts).
 
 Nothing here is imported by the plugin module; websockets, httpx and the client are
 imported when a case runs.
@@ -33,6 +33,7 @@ from pytest_kiln.cases.actions import (
     sample_value,
     violating_action,
 )
+from pytest_kiln.cases.case import Case, Check
 from pytest_kiln.cases.context import CaseContext
 from pytest_kiln.cases.inventory import CASES, CASES_BY_ID
 from pytest_kiln.cases.model import (
@@ -46,9 +47,7 @@ from pytest_kiln.cases.model import (
     MAX_EPISODE_STEPS,
     PROTOCOL_DOC,
     VERDICT_ORDER,
-    Case,
     CaseResult,
-    Check,
     CheckFailed,
     Level,
     NotApplicable,

@@ -10,6 +10,7 @@ from pytest_kiln.cases.acquire import admitted_raw, close_raw, reset_session
 from pytest_kiln.cases.actions import ActionBuilder, violating_action
 from pytest_kiln.cases.model import (
     DEFAULT_CAPACITY_PROBE,
+    FRAME_TIMEOUT_S,
     MAX_ACTION_CANDIDATES,
     CheckFailed,
     NotApplicable,
@@ -92,8 +93,6 @@ class CaseContext:
         For a plain-http URL no TLS context is built (that costs more than the request)."""
         if self._raw_http is None:
             import httpx
-
-            from pytest_kiln.cases.model import FRAME_TIMEOUT_S
 
             client = await self.client()
             self._raw_http = httpx.AsyncClient(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pytest_kiln.cases import mcp_checks as mcp
 from pytest_kiln.cases.capacity_checks import check_capacity, check_slot_release
+from pytest_kiln.cases.case import Case
 from pytest_kiln.cases.determinism import check_determinism, check_fresh_session_determinism
 from pytest_kiln.cases.discovery import (
     check_action_schema,
@@ -29,7 +30,7 @@ from pytest_kiln.cases.error_checks import (
     check_unknown_type,
     check_validation_error,
 )
-from pytest_kiln.cases.model import PROTOCOL_DOC, Case, Level
+from pytest_kiln.cases.model import PROTOCOL_DOC, Level
 from pytest_kiln.cases.protocol_checks import (
     check_episode_id_echo,
     check_pipelining,

@@ -1,15 +1,17 @@
-"""The conformance data model: levels, verdicts, cases, results and the check outcomes."""
+"""The conformance data model: levels, verdicts, results, bounds and the check outcomes.
+
+The case itself (:class:`~pytest_kiln.cases.case.Case`) is in :mod:`.case`: its check takes
+the context, which builds on this module.
+"""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kiln_verify.errors import RecoverableProtocolError, TerminalProtocolError
-    from pytest_kiln.cases.context import CaseContext
 
 PROTOCOL_DOC = "docs/openenv-protocol.md"
 """The document every case's clause cites (shipped in the repository)."""
@@ -99,20 +101,6 @@ class CaseResult:
         if self.measurements:
             row["measurements"] = dict(sorted(self.measurements.items()))
         return row
-
-
-Check = Callable[["CaseContext"], Awaitable[str | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    """One conformance case: ``id`` is stable and never reused for another requirement."""
-
-    id: str
-    level: Level
-    clause: str
-    requirement: str
-    check: Check = field(repr=False)
 
 
 def describe(exc: BaseException) -> str:

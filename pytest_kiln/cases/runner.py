@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import time
 
+from pytest_kiln.cases.case import Case
 from pytest_kiln.cases.context import CaseContext
 from pytest_kiln.cases.model import (
     CASE_TIMEOUT_S,
     DEFAULT_CAPACITY_PROBE,
     FAILURE_VERDICT,
-    Case,
     CaseResult,
     CheckFailed,
     NotApplicable,
