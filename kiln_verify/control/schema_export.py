@@ -1,17 +1,18 @@
-"""Generate ``contracts/kiln-control-plane-v1.schema.json`` from the control-plane records.
+"""The control plane's row of the schema-export table (its contract file,
+``contracts/kiln-control-plane-v1.schema.json``).
 
 ``python -m kiln_verify.control.schema_export`` rewrites the file; ``--check`` exits 1 when
 the checked-in bytes differ (a test does the same). Same conventions as the other two
-contracts (:mod:`kiln_verify.openenv.records.schema_export`): draft 2020-12, one ``$defs``
-entry per record, closed objects, optional fields omitted rather than null, bytes from
-:func:`kiln_verify.core.jsonio.dumps_pretty`. The root is a ``oneOf`` over the request and
-answer documents of the routes (docs/control-plane.md).
+contracts (rows of :class:`kiln_verify.records.schema.SchemaContract`): draft 2020-12, one
+``$defs`` entry per record, closed objects, optional fields omitted rather than null. The
+root is a ``oneOf`` over the request and answer documents of the routes
+(docs/control-plane.md); the requests accept ``environment_urls`` for ``environments``,
+and a task split is provider-authored (its unknown fields are preserved, not refused).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from kiln_verify.control.request import InspectRequest, OpenEnvRunRequest, TaskCatalogRequest
 from kiln_verify.control.status import (
@@ -22,58 +23,52 @@ from kiln_verify.control.status import (
     RunList,
     TaskCatalogResponse,
 )
-from kiln_verify.core.jsonio import dumps_pretty
-from kiln_verify.records import Record
-from kiln_verify.records.schema import export_main, record_definitions
+from kiln_verify.records.schema import SchemaContract
 
-__all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "main", "schema_bytes"]
+__all__ = [
+    "CONTRACT",
+    "ROOT_MODELS",
+    "SCHEMA_ID",
+    "SCHEMA_PATH",
+    "build_schema",
+    "main",
+    "schema_bytes",
+]
 
-SCHEMA_ID: Final = "https://kiln-verify.invalid/contracts/kiln-control-plane-v1.schema.json"
-SCHEMA_PATH: Final = (
-    Path(__file__).resolve().parents[2] / "contracts" / "kiln-control-plane-v1.schema.json"
+_ENVIRONMENT_URLS: Final = {"environments": "environment_urls"}
+
+CONTRACT: Final = SchemaContract(
+    file="kiln-control-plane-v1.schema.json",
+    title="kiln-verify control-plane records",
+    roots=(
+        OpenEnvRunRequest,
+        OpenEnvRunStatus,
+        RunList,
+        RunFailure,
+        InspectRequest,
+        InspectResponse,
+        TaskCatalogRequest,
+        TaskCatalogResponse,
+        ApiErrorBody,
+    ),
+    root="oneOf",
+    module="kiln_verify.control.schema_export",
+    input_aliases={
+        name: _ENVIRONMENT_URLS
+        for name in ("OpenEnvRunRequest", "InspectRequest", "TaskCatalogRequest")
+    },
+    open_records=("TaskSplitRecord",),
 )
-ROOT_MODELS: Final[tuple[type[Record], ...]] = (
-    OpenEnvRunRequest,
-    OpenEnvRunStatus,
-    RunList,
-    RunFailure,
-    InspectRequest,
-    InspectResponse,
-    TaskCatalogRequest,
-    TaskCatalogResponse,
-    ApiErrorBody,
-)
-
-
-_ALIASED: Final = ("OpenEnvRunRequest", "InspectRequest", "TaskCatalogRequest")
-_OPEN: Final = ("TaskSplitRecord",)
-"""Provider-authored objects whose unknown fields are preserved, not refused."""
-
-
-def build_schema() -> dict[str, Any]:
-    """The schema document as Python values."""
-    defs = record_definitions(ROOT_MODELS)
-    for name in _ALIASED:
-        defs[name]["x-kiln-input-aliases"] = {"environments": "environment_urls"}
-    for name in _OPEN:
-        defs[name]["additionalProperties"] = True
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": "kiln-verify control-plane records",
-        "oneOf": [{"$ref": f"#/$defs/{model.__name__}"} for model in ROOT_MODELS],
-        "$defs": defs,
-    }
-
-
-def schema_bytes() -> bytes:
-    """The exact bytes of the checked-in schema file."""
-    return dumps_pretty(build_schema())
+SCHEMA_ID: Final = CONTRACT.schema_id
+SCHEMA_PATH: Final = CONTRACT.path
+ROOT_MODELS: Final = CONTRACT.roots
+build_schema = CONTRACT.build
+schema_bytes = CONTRACT.data
 
 
 def main(argv: list[str] | None = None) -> int:
     """Write the schema file, or ``--check`` it (exit 1 when stale)."""
-    return export_main(argv, path=SCHEMA_PATH, data=schema_bytes(), module=__spec__.name)
+    return CONTRACT.main(argv, path=SCHEMA_PATH)
 
 
 if __name__ == "__main__":

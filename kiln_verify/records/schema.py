@@ -4,21 +4,33 @@ Each contract's ``contracts/*.schema.json`` (OpenEnv bundle, HF/TRL hand-off, co
 plane) is built from its root models by :func:`record_definitions`: pydantic's validation
 schemas, then closed objects and, for fields Kiln omits when absent, no ``null`` branch, so
 the checked-in schema says what :func:`~kiln_verify.records.validate_record` accepts.
+
+How a contract file is exported is said once, here: :class:`SchemaContract` is one row of
+the table (file name, title, root models, how the root names them, the few definitions a
+contract opens up or annotates) and knows how to build, serialize, write and ``--check``
+it. Each half contributes only its row, in its own ``schema_export`` module
+(``kiln_verify.openenv.records``, ``kiln_verify.hf``, ``kiln_verify.control``), which is
+also the ``python -m`` command that rewrites or checks that half's file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from kiln_verify.core.jsonio import dumps_pretty
 from kiln_verify.records.base import Record
 
-__all__ = ["export_main", "record_definitions"]
+__all__ = ["CONTRACTS_DIR", "SchemaContract", "export_main", "record_definitions"]
+
+CONTRACTS_DIR: Final = Path(__file__).resolve().parents[2] / "contracts"
+"""The checked-in contract files (``contracts/`` at the repository root)."""
 
 
 def _all_models(roots: Sequence[type[BaseModel]]) -> dict[str, type[BaseModel]]:
@@ -97,3 +109,59 @@ def export_main(argv: Sequence[str] | None, *, path: Path, data: bytes, module: 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SchemaContract:
+    """One row of the schema-export table: everything that differs between contracts.
+
+    ``root``: ``"ref"`` points the document at the first root model (a bundle's summary),
+    ``"oneOf"`` accepts any root. ``input_aliases`` annotates definitions whose input
+    accepts other field names (``x-kiln-input-aliases``); ``open_records`` are
+    provider-authored objects whose unknown fields are preserved, not refused."""
+
+    file: str
+    title: str
+    roots: tuple[type[Record], ...]
+    root: Literal["ref", "oneOf"]
+    module: str
+    """The ``python -m`` module that exports this contract (named in the stale message)."""
+    input_aliases: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    open_records: tuple[str, ...] = ()
+
+    @property
+    def schema_id(self) -> str:
+        return f"https://kiln-verify.invalid/contracts/{self.file}"
+
+    @property
+    def path(self) -> Path:
+        return CONTRACTS_DIR / self.file
+
+    def build(self) -> dict[str, Any]:
+        """The schema document as Python values (draft 2020-12, keys in this order)."""
+        defs = record_definitions(self.roots)
+        for name, aliases in self.input_aliases.items():
+            defs[name]["x-kiln-input-aliases"] = dict(aliases)
+        for name in self.open_records:
+            defs[name]["additionalProperties"] = True
+        document: dict[str, Any] = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": self.schema_id,
+            "title": self.title,
+        }
+        if self.root == "ref":
+            document["$ref"] = f"#/$defs/{self.roots[0].__name__}"
+        else:
+            document["oneOf"] = [{"$ref": f"#/$defs/{model.__name__}"} for model in self.roots]
+        document["$defs"] = defs
+        return document
+
+    def data(self) -> bytes:
+        """The exact bytes of the checked-in file (:func:`~kiln_verify.core.jsonio.
+        dumps_pretty`: deterministic)."""
+        return dumps_pretty(self.build())
+
+    def main(self, argv: Sequence[str] | None = None, *, path: Path | None = None) -> int:
+        """Write the file (at ``path``, default :attr:`path`), or ``--check`` it."""
+        target = self.path if path is None else path
+        return export_main(argv, path=target, data=self.data(), module=self.module)

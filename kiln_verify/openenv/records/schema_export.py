@@ -1,18 +1,16 @@
-"""Generate ``contracts/kiln-openenv-v1.schema.json`` from the record models.
+"""The OpenEnv bundle's row of the schema-export table: ``contracts/kiln-openenv-v1.schema.json``.
 
-``python -m kiln_verify.openenv.records.schema_export`` rewrites the file;
-``--check`` exits 1 when the checked-in bytes differ (a test does the same). The document
-is draft 2020-12 with one ``$defs`` entry per record type, root ``$ref`` to the summary,
-written by :func:`kiln_verify.core.jsonio.dumps_pretty` so the bytes are deterministic.
-Fields Kiln omits when absent appear as optional and non-nullable.
+``python -m kiln_verify.openenv.records.schema_export`` rewrites the file; ``--check``
+exits 1 when the checked-in bytes differ (a test does the same). The document is draft
+2020-12 with one ``$defs`` entry per record type, root ``$ref`` to the summary; how it is
+built and written is :class:`kiln_verify.records.schema.SchemaContract`'s. Fields Kiln
+omits when absent appear as optional and non-nullable.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from kiln_verify.core.jsonio import dumps_pretty
 from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
 from kiln_verify.openenv.records.replay import ReplayManifest
 from kiln_verify.openenv.records.reports import (
@@ -23,46 +21,36 @@ from kiln_verify.openenv.records.reports import (
 )
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import RolloutSummary
-from kiln_verify.records import Record
-from kiln_verify.records.schema import export_main, record_definitions
+from kiln_verify.records.schema import SchemaContract
 
-__all__ = ["ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "schema_bytes"]
+__all__ = ["CONTRACT", "ROOT_MODELS", "SCHEMA_ID", "SCHEMA_PATH", "build_schema", "schema_bytes"]
 
-SCHEMA_ID: Final = "https://kiln-verify.invalid/contracts/kiln-openenv-v1.schema.json"
-SCHEMA_PATH: Final = (
-    Path(__file__).resolve().parents[3] / "contracts" / "kiln-openenv-v1.schema.json"
+CONTRACT: Final = SchemaContract(
+    file="kiln-openenv-v1.schema.json",
+    title="kiln-verify OpenEnv bundle records",
+    roots=(
+        RolloutSummary,
+        ReplayManifest,
+        AgenticGroup,
+        VerificationReport,
+        ReplayRunReport,
+        ReplayRunResult,
+        EnvironmentEvaluationReceipt,
+        ArtifactDownloadReceipt,
+    ),
+    root="ref",
+    module="kiln_verify.openenv.records.schema_export",
 )
-ROOT_MODELS: Final[tuple[type[Record], ...]] = (
-    RolloutSummary,
-    ReplayManifest,
-    AgenticGroup,
-    VerificationReport,
-    ReplayRunReport,
-    ReplayRunResult,
-    EnvironmentEvaluationReceipt,
-    ArtifactDownloadReceipt,
-)
-
-
-def build_schema() -> dict[str, Any]:
-    """The schema document as Python values."""
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": "kiln-verify OpenEnv bundle records",
-        "$ref": "#/$defs/RolloutSummary",
-        "$defs": record_definitions(ROOT_MODELS),
-    }
-
-
-def schema_bytes() -> bytes:
-    """The exact bytes of the checked-in schema file."""
-    return dumps_pretty(build_schema())
+SCHEMA_ID: Final = CONTRACT.schema_id
+SCHEMA_PATH: Final = CONTRACT.path
+ROOT_MODELS: Final = CONTRACT.roots
+build_schema = CONTRACT.build
+schema_bytes = CONTRACT.data
 
 
 def main(argv: list[str] | None = None) -> int:
     """Write the schema file, or ``--check`` it (exit 1 when stale)."""
-    return export_main(argv, path=SCHEMA_PATH, data=schema_bytes(), module=__spec__.name)
+    return CONTRACT.main(argv, path=SCHEMA_PATH)
 
 
 if __name__ == "__main__":
