@@ -56,7 +56,7 @@ from kiln_verify.limits import (  # noqa: E402
     MAX_OPENENV_REPLAY_BYTES,
     MAX_ROLLOUTS,
 )
-from kiln_verify.testing.bundles import Bundle, build_bundle  # noqa: E402
+from kiln_verify.testing.bundles import FixtureBundle, build_fixture_bundle  # noqa: E402
 
 GROUP_SIZE = 8
 GROUPS = MAX_ROLLOUTS // GROUP_SIZE
@@ -82,7 +82,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 
 
 def _sizes(directory: Path, *, pad: int, reasoning: int) -> tuple[int, int]:
-    bundle = build_bundle(
+    bundle = build_fixture_bundle(
         directory, groups=PROBE_GROUPS, group_size=GROUP_SIZE, pad=pad, reasoning=reasoning
     )
     return bundle.dataset.stat().st_size, bundle.replay.stat().st_size
@@ -111,18 +111,18 @@ def max_size_pads(directory: Path, fill: float) -> tuple[int, int]:
 
 def synthesize(
     directory: Path, *, shape: str, fraction: float, pads: tuple[int, int] | None = None
-) -> Bundle:
+) -> FixtureBundle:
     groups = max(2, int(GROUPS * min(fraction, 1.0)))
     if shape == "dense":
-        return build_bundle(directory, groups=groups, group_size=GROUP_SIZE, pad=PAD)
+        return build_fixture_bundle(directory, groups=groups, group_size=GROUP_SIZE, pad=PAD)
     assert pads is not None
     pad, reasoning = pads
-    return build_bundle(
+    return build_fixture_bundle(
         directory, groups=groups, group_size=GROUP_SIZE, pad=pad, reasoning=reasoning
     )
 
 
-def _files(bundle: Bundle) -> list[str]:
+def _files(bundle: FixtureBundle) -> list[str]:
     return [str(bundle.dataset), str(bundle.replay), str(bundle.summary)]
 
 
@@ -131,7 +131,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_sha256sum(bundle: Bundle, rounds: int) -> tuple[float, float]:
+def time_sha256sum(bundle: FixtureBundle, rounds: int) -> tuple[float, float]:
     """Best wall time and best CPU time (user + system) of ``sha256sum`` over the files."""
     best, best_cpu = float("inf"), float("inf")
     for _ in range(rounds):
@@ -142,7 +142,7 @@ def time_sha256sum(bundle: Bundle, rounds: int) -> tuple[float, float]:
     return best, best_cpu
 
 
-def time_verify(bundle: Bundle, rounds: int) -> tuple[float, float]:
+def time_verify(bundle: FixtureBundle, rounds: int) -> tuple[float, float]:
     """Best wall time and best CPU time of ``verify_bundle`` in a fresh child process.
 
     CPU time is what a loaded machine distorts least (other processes' time slices do
@@ -162,7 +162,7 @@ def time_verify(bundle: Bundle, rounds: int) -> tuple[float, float]:
     return best, best_cpu
 
 
-def time_cli(bundle: Bundle, rounds: int) -> float:
+def time_cli(bundle: FixtureBundle, rounds: int) -> float:
     """Best wall time of ``kiln-verify openenv verify`` as a user runs it: a subprocess
     like ``sha256sum``, so interpreter start-up and imports count."""
     script = Path(sys.executable).with_name("kiln-verify")
@@ -183,7 +183,7 @@ def time_cli(bundle: Bundle, rounds: int) -> float:
     return best
 
 
-def peak_rss_kib(bundle: Bundle) -> int:
+def peak_rss_kib(bundle: FixtureBundle) -> int:
     out = subprocess.run(
         [sys.executable, "-c", _WRAPPER, _CHILD, str(bundle.summary)],
         check=True,
@@ -194,7 +194,7 @@ def peak_rss_kib(bundle: Bundle) -> int:
     return int(out.stdout.strip())
 
 
-def measure(bundle: Bundle, rounds: int) -> dict[str, Any]:
+def measure(bundle: FixtureBundle, rounds: int) -> dict[str, Any]:
     sizes = {
         name: Path(path).stat().st_size
         for name, path in zip(("dataset", "replay", "summary"), _files(bundle), strict=True)

@@ -1,6 +1,6 @@
 """Synthetic, fully consistent rollout bundles for the verifier's tests and benchmark.
 
-:func:`build_bundle` plays a scripted deterministic episode per candidate against two
+:func:`build_fixture_bundle` plays a scripted deterministic episode per candidate against two
 recorded environments and writes the three files exactly as a collector would, through
 the records package (prompt texts, digests, serializations). Candidate ``c`` of group
 ``g`` follows script ``(g + c) % 5``:
@@ -99,11 +99,14 @@ EVERY_TAIL: tuple[tuple[str, str | None], ...] = (
     ('{"arm": 1} and more', ""),  # INVALID_MODEL_ACTION: trailing text
     ("", None),  # MODEL_ACTION_NO_OUTPUT, nothing at all
 )
-"""One reply of every harness kind, for :func:`build_bundle`'s ``tail_replies``."""
+"""One reply of every harness kind, for :func:`build_fixture_bundle`'s ``tail_replies``."""
 
 
 @dataclass
-class Bundle:
+class FixtureBundle:
+    """Where :func:`build_fixture_bundle` wrote the three files (named apart from the
+    collector's :class:`~kiln_verify.openenv.collect.bundle.Bundle`, which holds bytes)."""
+
     directory: Path
     dataset: Path
     replay: Path
@@ -148,7 +151,7 @@ def _episode(script: int, seed: int, pad: str, text: bool) -> list[tuple[dict[st
     ]
 
 
-def build_bundle(
+def build_fixture_bundle(
     directory: Path,
     *,
     groups: int = 5,
@@ -159,7 +162,7 @@ def build_bundle(
     label: str = "",
     thinking: bool = True,
     tail_replies: tuple[tuple[str, str | None], ...] = SCHEMA_TAIL,
-) -> Bundle:
+) -> FixtureBundle:
     """Write a consistent bundle of ``groups * group_size`` scripted episodes.
 
     ``script_offset`` shifts every candidate's script (a paired bundle with other returns);
@@ -358,4 +361,4 @@ def build_bundle(
         }
     )
     (directory / SUMMARY).write_bytes(serialize.summary_bytes(summary))
-    return Bundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)
+    return FixtureBundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)

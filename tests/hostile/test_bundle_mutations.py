@@ -50,7 +50,7 @@ from kiln_verify.testing.bundles import (
     EVERY_TAIL,
     REPLAY,
     SUMMARY,
-    build_bundle,
+    build_fixture_bundle,
 )
 from tests.openenv.records.fixtures import write_fixture_bundle
 
@@ -770,7 +770,7 @@ def _tail_bases() -> tuple[Base, ...]:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, thinking in (("tails", True), ("tails-nothink", False)):
-            bundle = build_bundle(
+            bundle = build_fixture_bundle(
                 Path(tmp) / name,
                 groups=6,
                 group_size=5,
@@ -794,7 +794,7 @@ def _bases() -> tuple[Base, ...]:
     with tempfile.TemporaryDirectory() as tmp:
         for name, maker in (
             ("fixture", write_fixture_bundle),
-            ("synthetic", lambda d: build_bundle(d, groups=5, group_size=2)),
+            ("synthetic", lambda d: build_fixture_bundle(d, groups=5, group_size=2)),
         ):
             bundle = maker(Path(tmp) / name)
             out.append(

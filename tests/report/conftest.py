@@ -14,7 +14,7 @@ from kiln_verify.errors import KilnError
 from kiln_verify.openenv.evaluate import evaluate_bundles
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
 from kiln_verify.report.conformance_input import read_conformance_report
-from kiln_verify.testing.bundles import Bundle, build_bundle
+from kiln_verify.testing.bundles import FixtureBundle, build_fixture_bundle
 from tests.report.chromium import Chromium, find_chromium
 
 HOSTILE = (
@@ -129,13 +129,13 @@ def assert_conformance_refused(
 
 
 @pytest.fixture
-def bundle(tmp_path: Path) -> Bundle:
-    return build_bundle(tmp_path / "bundle", groups=10, group_size=3)
+def bundle(tmp_path: Path) -> FixtureBundle:
+    return build_fixture_bundle(tmp_path / "bundle", groups=10, group_size=3)
 
 
 @pytest.fixture
-def hostile_bundle(tmp_path: Path) -> Bundle:
-    return build_bundle(tmp_path / "hostile", groups=5, group_size=2, label=HOSTILE)
+def hostile_bundle(tmp_path: Path) -> FixtureBundle:
+    return build_fixture_bundle(tmp_path / "hostile", groups=5, group_size=2, label=HOSTILE)
 
 
 @pytest.fixture
@@ -147,8 +147,8 @@ def conformance_file(tmp_path: Path) -> Path:
 def evaluation(tmp_path: Path) -> tuple[Path, Path, Path]:
     """(receipt, baseline summary, candidate summary): 20 paired groups under a gate."""
     root = tmp_path / "eval"
-    base = build_bundle(root / "baseline", groups=20, group_size=2)
-    cand = build_bundle(root / "candidate", groups=20, group_size=2, script_offset=1)
+    base = build_fixture_bundle(root / "baseline", groups=20, group_size=2)
+    cand = build_fixture_bundle(root / "candidate", groups=20, group_size=2, script_offset=1)
     receipt = root / "receipt.json"
     evaluate_bundles(
         base.summary,

@@ -14,7 +14,7 @@ from kiln_verify.report import engine
 from kiln_verify.report.bundle_facts import gather
 from kiln_verify.report.document import fmt
 from kiln_verify.report.evaluation import load_evaluation
-from kiln_verify.testing.bundles import Bundle
+from kiln_verify.testing.bundles import FixtureBundle
 from tests.report.chromium import Chromium, PageVisit, ink_fraction
 
 PROBES = {
@@ -37,7 +37,7 @@ def _visit(chromium: Chromium, data: bytes, path: Path) -> PageVisit:
     return visit
 
 
-def test_bundle_report_in_a_browser(chromium: Any, bundle: Bundle, tmp_path: Path) -> None:
+def test_bundle_report_in_a_browser(chromium: Any, bundle: FixtureBundle, tmp_path: Path) -> None:
     visit = _visit(chromium, engine.bundle_report(bundle.summary).data, tmp_path / "b.html")
     stats = gather(bundle.summary).summary.stats
     for number in (
@@ -51,7 +51,7 @@ def test_bundle_report_in_a_browser(chromium: Any, bundle: Bundle, tmp_path: Pat
 
 
 def test_hostile_bundle_report_stays_inert(
-    chromium: Any, hostile_bundle: Bundle, tmp_path: Path
+    chromium: Any, hostile_bundle: FixtureBundle, tmp_path: Path
 ) -> None:
     visit = _visit(chromium, engine.bundle_report(hostile_bundle.summary).data, tmp_path / "h.html")
     assert "<script>document.title='PWNED'</script>" in visit.text  # shown as text

@@ -16,11 +16,11 @@ from kiln_verify.openenv.verify.stats import compute_stats
 from kiln_verify.report import engine
 from kiln_verify.report.bundle_facts import gather
 from kiln_verify.report.document import fmt
-from kiln_verify.testing.bundles import Bundle, build_bundle
+from kiln_verify.testing.bundles import FixtureBundle, build_fixture_bundle
 from tests.report.pages import chart_tables, elements
 
 GOLDEN_HTML = "sha256:c625a9232159c698de12299112f0110bf488d19b64c82470ba57ea1b553de921"
-"""The HTML report of ``build_bundle(groups=10, group_size=3)``: a change to the page, the
+"""The HTML report of ``build_fixture_bundle(groups=10, group_size=3)``: a change to the page, the
 stylesheet or the statistics must change this on purpose."""
 GOLDEN_MARKDOWN = "sha256:80b2fd7d83a7432795dec3f7740736a486ac443d9323c7ef499c9d424b9ae25e"
 
@@ -29,7 +29,7 @@ def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def test_statistics_are_the_verifiers_own(bundle: Bundle) -> None:
+def test_statistics_are_the_verifiers_own(bundle: FixtureBundle) -> None:
     facts = gather(bundle.summary)
     report = verify_bundle(bundle.summary)
     assert facts.verification == report
@@ -46,13 +46,15 @@ def test_statistics_are_the_verifiers_own(bundle: Bundle) -> None:
         assert group.zero_variance == (len({r.episode_return for r in mine}) == 1)
 
 
-def _records(bundle: Bundle) -> list[RolloutRecord]:
+def _records(bundle: FixtureBundle) -> list[RolloutRecord]:
     from kiln_verify.openenv.records.summary import read_summary
 
     return list(read_summary(bundle.summary.read_bytes()).rollouts)
 
 
-def test_a_bundle_verification_refuses_is_refused_with_the_verifiers_code(bundle: Bundle) -> None:
+def test_a_bundle_verification_refuses_is_refused_with_the_verifiers_code(
+    bundle: FixtureBundle,
+) -> None:
     data = bytearray(bundle.dataset.read_bytes())
     data[100] ^= 1
     bundle.dataset.write_bytes(bytes(data))
@@ -64,8 +66,8 @@ def test_a_bundle_verification_refuses_is_refused_with_the_verifiers_code(bundle
 
 
 def test_the_same_bundle_gives_the_same_bytes_anywhere(tmp_path: Path) -> None:
-    first = build_bundle(tmp_path / "a" / "deep", groups=10, group_size=3)
-    second = build_bundle(tmp_path / "b", groups=10, group_size=3)
+    first = build_fixture_bundle(tmp_path / "a" / "deep", groups=10, group_size=3)
+    second = build_fixture_bundle(tmp_path / "b", groups=10, group_size=3)
     for output_format in ("html", "markdown"):
         one = engine.bundle_report(first.summary, output_format=output_format).data
         two = engine.bundle_report(second.summary, output_format=output_format).data
@@ -78,7 +80,7 @@ def test_the_same_bundle_gives_the_same_bytes_anywhere(tmp_path: Path) -> None:
     assert str(tmp_path).encode() not in html  # no absolute paths
 
 
-def test_key_numbers_are_in_the_report(bundle: Bundle) -> None:
+def test_key_numbers_are_in_the_report(bundle: FixtureBundle) -> None:
     facts = gather(bundle.summary)
     page = engine.bundle_report(bundle.summary).data.decode()
     text = " ".join(elements(page).text)
@@ -96,7 +98,7 @@ def test_key_numbers_are_in_the_report(bundle: Bundle) -> None:
     assert "0 of 10 groups" in text
 
 
-def test_every_number_a_chart_shows_is_in_its_table(bundle: Bundle) -> None:
+def test_every_number_a_chart_shows_is_in_its_table(bundle: FixtureBundle) -> None:
     page = engine.bundle_report(bundle.summary).data.decode()
     charts = chart_tables(page)
     assert len(charts) >= 4  # terminations, spreads, one return histogram per environment
@@ -112,15 +114,17 @@ def test_every_number_a_chart_shows_is_in_its_table(bundle: Bundle) -> None:
 
 
 def test_most_groups_without_variance_is_a_warning(tmp_path: Path) -> None:
-    single = build_bundle(tmp_path / "single", groups=6, group_size=1)
+    single = build_fixture_bundle(tmp_path / "single", groups=6, group_size=1)
     page = engine.bundle_report(single.summary).data.decode()
     assert "Most groups have no reward variance. 6 of 6 groups (100.0 %)" in page
     assert page.count(">no variance<") == 6
-    varied = engine.bundle_report(build_bundle(tmp_path / "varied", groups=6, group_size=3).summary)
+    varied = engine.bundle_report(
+        build_fixture_bundle(tmp_path / "varied", groups=6, group_size=3).summary
+    )
     assert b"Most groups have no reward variance" not in varied.data
 
 
-def test_peer_text_renders_inert_in_html(hostile_bundle: Bundle) -> None:
+def test_peer_text_renders_inert_in_html(hostile_bundle: FixtureBundle) -> None:
     page = engine.bundle_report(hostile_bundle.summary).data.decode()
     parsed = elements(page)
     assert "script" not in parsed.tags
@@ -134,7 +138,7 @@ def test_peer_text_renders_inert_in_html(hostile_bundle: Bundle) -> None:
     assert "script-src 'none'" in page.replace("&#39;", "'")
 
 
-def test_peer_text_renders_inert_in_markdown(hostile_bundle: Bundle) -> None:
+def test_peer_text_renders_inert_in_markdown(hostile_bundle: FixtureBundle) -> None:
     text = engine.bundle_report(hostile_bundle.summary, output_format="markdown").data.decode()
     outside_fences = "".join(text.split("```")[0::2])
     assert "<script" not in outside_fences
@@ -145,7 +149,7 @@ def test_peer_text_renders_inert_in_markdown(hostile_bundle: Bundle) -> None:
     assert "<script>document.title='PWNED'</script>" in inside_fences  # verbatim only in a fence
 
 
-def test_a_page_loads_nothing(bundle: Bundle) -> None:
+def test_a_page_loads_nothing(bundle: FixtureBundle) -> None:
     page = engine.bundle_report(bundle.summary).data.decode()
     parsed = elements(page)
     assert not {"script", "link", "img", "iframe", "object", "embed"} & set(parsed.tags)

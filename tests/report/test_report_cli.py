@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.report import engine
-from kiln_verify.testing.bundles import Bundle
+from kiln_verify.testing.bundles import FixtureBundle
 
 
 def _report(*args: str) -> tuple[int, str]:
@@ -19,7 +19,7 @@ def _report(*args: str) -> tuple[int, str]:
 
 
 def test_bundle_report_written_once_then_refused_then_forced(
-    bundle: Bundle, tmp_path: Path
+    bundle: FixtureBundle, tmp_path: Path
 ) -> None:
     output = tmp_path / "report.html"
     code, out = _report("--summary", str(bundle.summary), "--output", str(output), "--json")
@@ -43,7 +43,7 @@ def test_bundle_report_written_once_then_refused_then_forced(
     assert output.read_bytes() == data
 
 
-def test_markdown_report(bundle: Bundle, tmp_path: Path) -> None:
+def test_markdown_report(bundle: FixtureBundle, tmp_path: Path) -> None:
     output = tmp_path / "report.md"
     code, out = _report("--summary", str(bundle.summary), "-o", str(output), "--markdown")
     assert code == 0
@@ -51,7 +51,7 @@ def test_markdown_report(bundle: Bundle, tmp_path: Path) -> None:
     assert output.read_bytes().startswith(b"# Rollout bundle report\n")
 
 
-def test_a_refused_bundle_leaves_no_report(bundle: Bundle, tmp_path: Path) -> None:
+def test_a_refused_bundle_leaves_no_report(bundle: FixtureBundle, tmp_path: Path) -> None:
     bundle.replay.write_bytes(bundle.replay.read_bytes().replace(b'"max_steps"', b'"max_stepz"', 1))
     output = tmp_path / "report.html"
     code, out = _report("--summary", str(bundle.summary), "-o", str(output), "--json")
@@ -60,7 +60,7 @@ def test_a_refused_bundle_leaves_no_report(bundle: Bundle, tmp_path: Path) -> No
     assert not output.exists()
 
 
-def test_usage_errors_exit_2(bundle: Bundle, conformance_file: Path, tmp_path: Path) -> None:
+def test_usage_errors_exit_2(bundle: FixtureBundle, conformance_file: Path, tmp_path: Path) -> None:
     output = str(tmp_path / "r.html")
     two = _report(
         "--summary", str(bundle.summary), "--conformance", str(conformance_file), "-o", output

@@ -18,7 +18,7 @@ from kiln_verify.openenv.records.prompt import (
 from kiln_verify.openenv.records.replay import ReplayManifest
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import RolloutSummary
-from kiln_verify.testing.bundles import DATASET, REPLAY, SUMMARY, Bundle
+from kiln_verify.testing.bundles import DATASET, REPLAY, SUMMARY, FixtureBundle
 
 D = "sha256:" + "d" * 64
 ACTION_SCHEMA: dict[str, Any] = {
@@ -243,11 +243,11 @@ def summary_file() -> bytes:
     return serialize.summary_bytes(RolloutSummary.from_json(summary_json()))
 
 
-def write_fixture_bundle(directory: Path) -> Bundle:
+def write_fixture_bundle(directory: Path) -> FixtureBundle:
     """This module's reference-example bundle, as the three files of a bundle."""
     directory.mkdir(parents=True, exist_ok=True)
     dataset = dataset_file()
     (directory / DATASET).write_bytes(dataset)
     (directory / REPLAY).write_bytes(replay_file(dataset))
     (directory / SUMMARY).write_bytes(summary_file())
-    return Bundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)
+    return FixtureBundle(directory, directory / DATASET, directory / REPLAY, directory / SUMMARY)

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import verify_throughput
 from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES, MAX_OPENENV_REPLAY_BYTES
-from kiln_verify.testing.bundles import build_bundle
+from kiln_verify.testing.bundles import build_fixture_bundle
 
 
 def test_verify_throughput_smoke(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,7 +28,7 @@ def test_max_shape_fills_both_caps(tmp_path: Path) -> None:
     """The target's shape: at the full group count, corpus and replay land at ``--fill``
     of their caps (sizes are linear in the padding, so the probe count extrapolates)."""
     pad, reasoning = verify_throughput.max_size_pads(tmp_path / "probe", 0.97)
-    bundle = build_bundle(
+    bundle = build_fixture_bundle(
         tmp_path / "bundle",
         groups=verify_throughput.PROBE_GROUPS,
         group_size=verify_throughput.GROUP_SIZE,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kiln_verify.testing.bundles import build_bundle
+from kiln_verify.testing.bundles import build_fixture_bundle
 
 _PROBE = """
 import json, sys
@@ -46,7 +46,7 @@ def _run(*args: str) -> tuple[str, dict[str, object]]:
 
 
 def test_openenv_verify_loads_no_collector_stack(tmp_path: Path) -> None:
-    bundle = build_bundle(tmp_path)
+    bundle = build_fixture_bundle(tmp_path)
     out, probe = _run("openenv", "verify", "--summary", str(bundle.summary), "--json")
     assert probe == {"code": 0, "loaded": []}
     report = json.loads(out)

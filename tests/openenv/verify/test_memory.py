@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln_verify.testing.bundles import build_bundle
+from kiln_verify.testing.bundles import build_fixture_bundle
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -33,8 +33,8 @@ def _peak_kib(summary: Path) -> int:
 
 @pytest.mark.slow
 def test_peak_rss_is_independent_of_bundle_size(tmp_path: Path) -> None:
-    small = build_bundle(tmp_path / "small", groups=32, group_size=8, pad=512)
-    large = build_bundle(tmp_path / "large", groups=512, group_size=8, pad=512)
+    small = build_fixture_bundle(tmp_path / "small", groups=32, group_size=8, pad=512)
+    large = build_fixture_bundle(tmp_path / "large", groups=512, group_size=8, pad=512)
     small_bytes = sum(p.stat().st_size for p in (small.summary, small.replay, small.dataset))
     large_bytes = sum(p.stat().st_size for p in (large.summary, large.replay, large.dataset))
     assert large_bytes > 12 * small_bytes  # ~1 MiB against ~17 MiB

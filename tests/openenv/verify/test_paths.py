@@ -24,28 +24,34 @@ from kiln_verify.core.jsonio import dumps_pretty
 from kiln_verify.errors import PathMissing, PathSymlink
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.files import resolve_bundle_path
-from kiln_verify.testing.bundles import DATASET, REPLAY, SUMMARY, Bundle, build_bundle
+from kiln_verify.testing.bundles import (
+    DATASET,
+    REPLAY,
+    SUMMARY,
+    FixtureBundle,
+    build_fixture_bundle,
+)
 
 
 @pytest.fixture
-def bundle(tmp_path: Path) -> Bundle:
-    return build_bundle(tmp_path / "bundle", groups=3, group_size=2)
+def bundle(tmp_path: Path) -> FixtureBundle:
+    return build_fixture_bundle(tmp_path / "bundle", groups=3, group_size=2)
 
 
 @pytest.fixture
-def decoy(tmp_path: Path) -> Bundle:
+def decoy(tmp_path: Path) -> FixtureBundle:
     """Another valid bundle with the default file names, in a directory of its own."""
-    return build_bundle(tmp_path / "decoy", groups=2, group_size=2)
+    return build_fixture_bundle(tmp_path / "decoy", groups=2, group_size=2)
 
 
-def _record(bundle: Bundle, **paths: str) -> None:
+def _record(bundle: FixtureBundle, **paths: str) -> None:
     doc = json.loads(bundle.summary.read_bytes())
     doc.update(paths)
     bundle.summary.write_bytes(dumps_pretty(doc))
 
 
 def test_a_decoy_bundle_in_the_working_directory_is_never_read(
-    bundle: Bundle, decoy: Bundle, monkeypatch: pytest.MonkeyPatch
+    bundle: FixtureBundle, decoy: FixtureBundle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The README's main job leaves a bundle in the working directory: it must not shadow."""
     monkeypatch.chdir(decoy.directory)
@@ -58,7 +64,7 @@ def test_a_decoy_bundle_in_the_working_directory_is_never_read(
 
 
 def test_the_cli_reports_the_absolute_paths_it_opened(
-    bundle: Bundle, decoy: Bundle, monkeypatch: pytest.MonkeyPatch
+    bundle: FixtureBundle, decoy: FixtureBundle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(decoy.directory)
     relative = os.path.relpath(bundle.summary, decoy.directory)
@@ -73,7 +79,7 @@ def test_the_cli_reports_the_absolute_paths_it_opened(
 
 
 def test_an_absolute_recorded_path_is_read_as_the_summarys_sibling(
-    bundle: Bundle, decoy: Bundle
+    bundle: FixtureBundle, decoy: FixtureBundle
 ) -> None:
     _record(bundle, output_path=os.fspath(decoy.dataset), replay_output_path="/gone/" + REPLAY)
     report = verify_bundle(bundle.summary)
@@ -81,7 +87,7 @@ def test_an_absolute_recorded_path_is_read_as_the_summarys_sibling(
     assert report.replay_path == os.fspath(bundle.replay)
 
 
-def test_a_recorded_subdirectory_is_read_beneath_the_summary(bundle: Bundle) -> None:
+def test_a_recorded_subdirectory_is_read_beneath_the_summary(bundle: FixtureBundle) -> None:
     (bundle.directory / "parts").mkdir()
     moved = bundle.directory / "parts" / "corpus.jsonl"
     bundle.dataset.rename(moved)
@@ -89,7 +95,7 @@ def test_a_recorded_subdirectory_is_read_beneath_the_summary(bundle: Bundle) -> 
     assert verify_bundle(bundle.summary).dataset_path == os.fspath(moved)
 
 
-def test_a_recorded_name_never_leaves_the_directory(bundle: Bundle, tmp_path: Path) -> None:
+def test_a_recorded_name_never_leaves_the_directory(bundle: FixtureBundle, tmp_path: Path) -> None:
     outside = tmp_path / "outside.jsonl"
     bundle.dataset.rename(outside)
     for recorded in ("../outside.jsonl", os.fspath(outside), "./../outside.jsonl"):
@@ -102,7 +108,7 @@ def test_a_recorded_name_never_leaves_the_directory(bundle: Bundle, tmp_path: Pa
         assert str(outside.stat().st_size) not in str(caught.value)
 
 
-def test_a_symlinked_parent_is_refused(bundle: Bundle, tmp_path: Path) -> None:
+def test_a_symlinked_parent_is_refused(bundle: FixtureBundle, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     bundle.dataset.rename(elsewhere / DATASET)
@@ -114,7 +120,7 @@ def test_a_symlinked_parent_is_refused(bundle: Bundle, tmp_path: Path) -> None:
 
 
 def test_overrides_are_relative_to_the_working_directory(
-    bundle: Bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bundle: FixtureBundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     moved = tmp_path / "moved"
     moved.mkdir()

@@ -11,10 +11,10 @@ import pytest
 
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.verify import verify_bundle
-from kiln_verify.testing.bundles import Bundle, build_bundle
+from kiln_verify.testing.bundles import FixtureBundle, build_fixture_bundle
 
 
-def _rewrite_replay(bundle: Bundle, document: dict[str, Any]) -> None:
+def _rewrite_replay(bundle: FixtureBundle, document: dict[str, Any]) -> None:
     """Write a replay document and re-seal its size and digest in the summary."""
     data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     bundle.replay.write_bytes(data)
@@ -24,19 +24,19 @@ def _rewrite_replay(bundle: Bundle, document: dict[str, Any]) -> None:
     bundle.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
-def _replay(bundle: Bundle) -> dict[str, Any]:
+def _replay(bundle: FixtureBundle) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(bundle.replay.read_text(encoding="utf-8"))
     return value
 
 
-def _failure(bundle: Bundle) -> KilnError:
+def _failure(bundle: FixtureBundle) -> KilnError:
     with pytest.raises(KilnError) as caught:
         verify_bundle(bundle.summary)
     return caught.value
 
 
 def test_replay_groups_before_the_header_still_verify(tmp_path: Path) -> None:
-    bundle = build_bundle(tmp_path, groups=4, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=4, group_size=2)
     document = _replay(bundle)
     groups = document.pop("groups")
     _rewrite_replay(bundle, {"groups": groups, **document})
@@ -44,13 +44,13 @@ def test_replay_groups_before_the_header_still_verify(tmp_path: Path) -> None:
 
 
 def test_unknown_replay_member_after_the_groups_is_refused(tmp_path: Path) -> None:
-    bundle = build_bundle(tmp_path, groups=3, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=3, group_size=2)
     _rewrite_replay(bundle, {**_replay(bundle), "zz_extra": 1})
     assert _failure(bundle).code == "record_invalid"
 
 
 def test_invalid_later_group_is_located_in_the_document(tmp_path: Path) -> None:
-    bundle = build_bundle(tmp_path, groups=4, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=4, group_size=2)
     document = _replay(bundle)
     document["groups"][2]["seed"] = -1
     _rewrite_replay(bundle, document)
@@ -60,7 +60,7 @@ def test_invalid_later_group_is_located_in_the_document(tmp_path: Path) -> None:
 
 
 def test_invalid_later_rollout_record_is_located_in_the_document(tmp_path: Path) -> None:
-    bundle = build_bundle(tmp_path, groups=3, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=3, group_size=2)
     summary = json.loads(bundle.summary.read_text(encoding="utf-8"))
     summary["rollouts"][3]["steps"] = "3"
     bundle.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -70,7 +70,7 @@ def test_invalid_later_rollout_record_is_located_in_the_document(tmp_path: Path)
 
 
 def test_duplicate_top_level_key_in_the_summary(tmp_path: Path) -> None:
-    bundle = build_bundle(tmp_path, groups=2, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=2, group_size=2)
     text = bundle.summary.read_text(encoding="utf-8")
     bundle.summary.write_text(text.replace("{", '{"groups": 2, ', 1), encoding="utf-8")
     assert _failure(bundle).code == "json_duplicate_key"

@@ -15,7 +15,7 @@ import pytest
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.streams import SummaryScan
-from kiln_verify.testing.bundles import build_bundle
+from kiln_verify.testing.bundles import build_fixture_bundle
 
 _CHANGED = "the summary changed while it was being read"
 
@@ -65,7 +65,7 @@ def _swap(old: bytes, new: bytes) -> Callable[[bytes], bytes]:
 def test_a_record_changed_between_the_passes_is_reported_as_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Callable[[bytes], bytes]
 ) -> None:
-    bundle = build_bundle(tmp_path, groups=5, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=5, group_size=2)
     _between_passes(monkeypatch, bundle.summary, edit)
     with pytest.raises(KilnError) as caught:
         verify_bundle(bundle.summary)
@@ -77,7 +77,7 @@ def test_a_change_after_the_last_record_is_caught_by_the_digest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every record intact, the tail changed: pass 2 ends and its digest differs."""
-    bundle = build_bundle(tmp_path, groups=5, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=5, group_size=2)
     _between_passes(monkeypatch, bundle.summary, lambda data: data[:-1] + b" \n")
     with pytest.raises(KilnError) as caught:
         verify_bundle(bundle.summary)
@@ -86,7 +86,7 @@ def test_a_change_after_the_last_record_is_caught_by_the_digest(
 
 
 def test_an_unchanged_summary_verifies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bundle = build_bundle(tmp_path, groups=5, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=5, group_size=2)
     calls = _between_passes(monkeypatch, bundle.summary, lambda data: data)
     report = verify_bundle(bundle.summary)
     assert report.rollouts == 10

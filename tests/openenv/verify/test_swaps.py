@@ -27,10 +27,10 @@ from kiln_verify.errors import KilnError
 from kiln_verify.openenv.replay import engine as replay_engine
 from kiln_verify.openenv.verify import streams, verify_bundle, verify_bundle_digests
 from kiln_verify.openenv.verify.files import open_hashed
-from kiln_verify.testing.bundles import Bundle, build_bundle
+from kiln_verify.testing.bundles import FixtureBundle, build_fixture_bundle
 
 
-def _header_last(bundle: Bundle) -> None:
+def _header_last(bundle: FixtureBundle) -> None:
     """Rewrite the replay with ``groups`` first (the late-header layout), rebinding the
     summary's digest."""
     doc = json.loads(bundle.replay.read_bytes())
@@ -42,7 +42,7 @@ def _header_last(bundle: Bundle) -> None:
     bundle.summary.write_bytes(dumps_pretty(summary))
 
 
-def _other_valid_replay(bundle: Bundle) -> bytes:
+def _other_valid_replay(bundle: FixtureBundle) -> bytes:
     """The same replay with another environment description: a valid header that names
     other data (the swap an attacker would time)."""
     doc = json.loads(bundle.replay.read_bytes())
@@ -59,7 +59,7 @@ def _replace(path: Path, data: bytes) -> None:
 def test_late_header_swapped_between_the_opens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bundle = build_bundle(tmp_path, groups=3, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=3, group_size=2)
     _header_last(bundle)
     verify_bundle(bundle.summary)  # the late-header layout verifies
     swapped = _other_valid_replay(bundle)
@@ -83,7 +83,7 @@ def test_late_header_swapped_between_the_opens(
 def test_live_replay_rereads_only_the_verified_manifest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bundle = build_bundle(tmp_path, groups=3, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=3, group_size=2)
     original = verify_bundle
     contacted: list[Any] = []
 
@@ -111,7 +111,7 @@ def test_evaluation_reads_back_only_the_verified_summary(
     with the same file digests but other claims (here its adapter label) is refused."""
     from kiln_verify.openenv.evaluate import engine as evaluate_engine
 
-    bundle = build_bundle(tmp_path, groups=3, group_size=2)
+    bundle = build_fixture_bundle(tmp_path, groups=3, group_size=2)
     evaluate_engine.load_bundle(bundle.summary)
     doc = json.loads(bundle.summary.read_bytes())
     doc["adapter_label"] = "swapped"

@@ -27,27 +27,27 @@ from kiln_verify.openenv.records.serialize import report_bytes
 from kiln_verify.openenv.records.summary import read_summary, relabel_as_v2
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.openenv.verify.candidates import parse_action_text
-from kiln_verify.testing.bundles import Bundle, build_bundle
+from kiln_verify.testing.bundles import FixtureBundle, build_fixture_bundle
 from tests.openenv.records.fixtures import write_fixture_bundle
 
 
 @pytest.fixture
-def fixture_bundle(tmp_path: Path) -> Bundle:
+def fixture_bundle(tmp_path: Path) -> FixtureBundle:
     return write_fixture_bundle(tmp_path / "fixture")
 
 
 @pytest.fixture
-def synthetic(tmp_path: Path) -> Bundle:
-    return build_bundle(tmp_path / "synthetic", groups=10, group_size=3)
+def synthetic(tmp_path: Path) -> FixtureBundle:
+    return build_fixture_bundle(tmp_path / "synthetic", groups=10, group_size=3)
 
 
-def _edit_summary(bundle: Bundle, edit: dict[str, object]) -> None:
+def _edit_summary(bundle: FixtureBundle, edit: dict[str, object]) -> None:
     doc = json.loads(bundle.summary.read_bytes())
     doc.update(edit)
     bundle.summary.write_bytes(dumps_pretty(doc))
 
 
-def test_reference_fixture_bundle_verifies(fixture_bundle: Bundle) -> None:
+def test_reference_fixture_bundle_verifies(fixture_bundle: FixtureBundle) -> None:
     report = verify_bundle(fixture_bundle.summary)
     assert report.schema_ == "kiln.openenv-verification.v1"
     assert (report.groups, report.rollouts, report.environment_exchanges) == (1, 1, 2)
@@ -58,7 +58,7 @@ def test_reference_fixture_bundle_verifies(fixture_bundle: Bundle) -> None:
     assert report.replay_sha256 == summary["replay_sha256"]
 
 
-def test_synthetic_bundle_with_every_termination_verifies(synthetic: Bundle) -> None:
+def test_synthetic_bundle_with_every_termination_verifies(synthetic: FixtureBundle) -> None:
     report = verify_bundle(synthetic.summary)
     assert (report.groups, report.rollouts) == (10, 30)
     replay = json.loads(synthetic.replay.read_bytes())
@@ -71,7 +71,7 @@ def test_synthetic_bundle_with_every_termination_verifies(synthetic: Bundle) -> 
     assert terminations == {"done", "max_steps", "protocol_error", "invalid_model_action"}
 
 
-def test_action_schema_validation_failed_tail_verifies(synthetic: Bundle) -> None:
+def test_action_schema_validation_failed_tail_verifies(synthetic: FixtureBundle) -> None:
     """Reference §17.1: Kiln's newest verifier refuses this code; ours accepts it."""
     assert b"ACTION_SCHEMA_VALIDATION_FAILED" in synthetic.dataset.read_bytes()
     verify_bundle(synthetic.summary)
@@ -82,7 +82,7 @@ def test_v2_relabel_still_verifies(maker: str, tmp_path: Path) -> None:
     bundle = (
         write_fixture_bundle(tmp_path)
         if maker == "fixture"
-        else build_bundle(tmp_path, groups=4, group_size=2)
+        else build_fixture_bundle(tmp_path, groups=4, group_size=2)
     )
     summary = read_summary(bundle.summary.read_bytes())
     relabelled = relabel_as_v2(summary, "sha256:" + "e" * 64)
@@ -91,7 +91,7 @@ def test_v2_relabel_still_verifies(maker: str, tmp_path: Path) -> None:
     verify_bundle(bundle.summary)
 
 
-def test_explicit_overrides_win(synthetic: Bundle, tmp_path: Path) -> None:
+def test_explicit_overrides_win(synthetic: FixtureBundle, tmp_path: Path) -> None:
     moved = tmp_path / "moved"
     moved.mkdir()
     dataset = moved / "corpus.jsonl"
@@ -104,7 +104,7 @@ def test_explicit_overrides_win(synthetic: Bundle, tmp_path: Path) -> None:
     assert report.dataset_path == os.fspath(dataset)
 
 
-def test_symlinked_corpus_is_refused(synthetic: Bundle, tmp_path: Path) -> None:
+def test_symlinked_corpus_is_refused(synthetic: FixtureBundle, tmp_path: Path) -> None:
     target = tmp_path / "real.jsonl"
     synthetic.dataset.rename(target)
     synthetic.dataset.symlink_to(target)
@@ -112,7 +112,7 @@ def test_symlinked_corpus_is_refused(synthetic: Bundle, tmp_path: Path) -> None:
         verify_bundle(synthetic.summary)
 
 
-def test_failure_names_rule_file_and_location(synthetic: Bundle) -> None:
+def test_failure_names_rule_file_and_location(synthetic: FixtureBundle) -> None:
     doc = json.loads(synthetic.summary.read_bytes())
     doc["rollouts"][4]["episode_return"] = 123.0
     synthetic.summary.write_bytes(dumps_pretty(doc))
@@ -126,7 +126,7 @@ def test_failure_names_rule_file_and_location(synthetic: Bundle) -> None:
     assert str(error).startswith("bundle_return_mismatch: group 1 candidate 1: ")
 
 
-def test_stats_are_recomputed_exactly(synthetic: Bundle) -> None:
+def test_stats_are_recomputed_exactly(synthetic: FixtureBundle) -> None:
     doc = json.loads(synthetic.summary.read_bytes())
     doc["stats"]["mean_model_latency_ms"] += 1e-12
     synthetic.summary.write_bytes(dumps_pretty(doc))
@@ -134,7 +134,7 @@ def test_stats_are_recomputed_exactly(synthetic: Bundle) -> None:
         verify_bundle(synthetic.summary)
 
 
-def test_corrupt_corpus_line_reports_the_digest_first(synthetic: Bundle) -> None:
+def test_corrupt_corpus_line_reports_the_digest_first(synthetic: FixtureBundle) -> None:
     data = bytearray(synthetic.dataset.read_bytes())
     data[5] = ord("!")  # same size, the first line is no longer JSON
     synthetic.dataset.write_bytes(bytes(data))
@@ -174,7 +174,7 @@ def test_action_text_parsing_refuses(text: str) -> None:
         parse_action_text(text)
 
 
-def test_cli_verify_json_report_and_errors(synthetic: Bundle) -> None:
+def test_cli_verify_json_report_and_errors(synthetic: FixtureBundle) -> None:
     runner = CliRunner()
     result = runner.invoke(
         app, ["openenv", "verify", "--summary", str(synthetic.summary), "--json"]
