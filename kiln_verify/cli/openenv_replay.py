@@ -30,6 +30,7 @@ from typer.core import TyperCommand
 from kiln_verify.cli.embedded_oracle import EmbeddedOracle
 from kiln_verify.cli.output import fail
 from kiln_verify.errors import KilnError, ReplayDrift
+from kiln_verify.openenv.protocol.access import EnvironmentAccess
 from kiln_verify.openenv.records.reports import ReplayRunResult
 from kiln_verify.openenv.records.serialize import report_bytes
 from kiln_verify.openenv.replay import (
@@ -172,13 +173,16 @@ def replay_command(
     try:
         remaps = [parse_environment_url(text) for text in environment_url or []]
         provider = None if oracle is None else EmbeddedOracle(oracle).replay_provider()
+        access = EnvironmentAccess(
+            credential_envs=slots,
+            concurrency=concurrency,
+            capacity_wait_seconds=capacity_wait_seconds,
+        )
         result = replay_bundle(
             summary,
             dataset_path=dataset,
             replay_path=replay,
-            credential_envs=slots,
-            concurrency=concurrency,
-            capacity_wait_seconds=capacity_wait_seconds,
+            access=access,
             environment_urls=remaps,
             environment_provider=provider,
             strict_state=strict_state,

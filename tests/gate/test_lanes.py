@@ -127,9 +127,13 @@ def test_training_lane_collects_verifies_and_replays(bandit_url: str, tmp_path: 
     )
     assert v2_report.environment_exchanges == 8
 
+    from kiln_verify.openenv.protocol.access import EnvironmentAccess
     from kiln_verify.openenv.replay import replay_bundle
 
-    replayed = replay_bundle(paths["summary_output"], capacity_wait_seconds=10).report
+    replayed = replay_bundle(
+        paths["summary_output"],
+        access=EnvironmentAccess(capacity_wait_seconds=10),
+    ).report
     assert replayed.rollouts == 4
     assert replayed.environment_exchanges == 8
     assert replayed.capacity_retries >= 1

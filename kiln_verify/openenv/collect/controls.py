@@ -45,6 +45,7 @@ from kiln_verify.limits import (
     MAX_ROLLOUTS,
     MAX_STEPS,
 )
+from kiln_verify.openenv.protocol.access import EnvironmentAccess
 from kiln_verify.records import I64_MAX
 
 __all__ = [
@@ -257,6 +258,17 @@ class CollectionControls:
             summary_output=summary_output,
             force=force,
             grpo_output=grpo_output,
+        )
+
+    def access(self, environ: Mapping[str, str] | None = None) -> EnvironmentAccess:
+        """How this collection reaches its environments: its credential slots, read from
+        ``environ`` (default: the process environment), its capacity wait and concurrency
+        (already checked by the collector's rules, which are within replay's)."""
+        return EnvironmentAccess(
+            credential_envs=self.credential_envs,
+            environ=environ,
+            capacity_wait_seconds=self.options.capacity_wait_seconds,
+            concurrency=self.options.concurrency,
         )
 
     def __post_init__(self) -> None:

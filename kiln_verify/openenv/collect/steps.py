@@ -107,14 +107,14 @@ async def inspect_environments(
     environ: Mapping[str, str] | None = None,
     progress: ProgressHook | None = None,
 ) -> AsyncIterator[Environments]:
-    """Open a client per environment (its credential slot from ``controls``), inspect them
-    all (``discovering``) and hold the clients open for the steps inside."""
+    """Open a client per environment (``controls.access(environ)``: its credential slot),
+    inspect them all (``discovering``) and hold the clients open for the steps inside."""
     notify = progress or _silent
+    access = controls.access(environ)
     async with contextlib.AsyncExitStack() as stack:
         clients: list[OpenEnvClient] = []
         for index, url in enumerate(controls.environments):
-            slot = controls.credential_envs[index] if controls.credential_envs else None
-            client = OpenEnvClient(url, credential_env=slot, environ=environ)
+            client = access.client(index, url)
             await stack.enter_async_context(client)
             clients.append(client)
         notify(ProgressEvent("discovering"))

@@ -323,6 +323,9 @@ async def run_evaluation(
 ) -> Evaluation:
     """Collect baseline then candidate with identical controls, then evaluate (§9).
 
+    Both collections reach the environments the same way, ``controls.access(environ)``
+    (:class:`~kiln_verify.openenv.protocol.access.EnvironmentAccess`: the controls'
+    credential slots read from ``environ``, their capacity wait and concurrency).
     ``controls.force`` allows replacing existing bundle files and the receipt; without it
     any existing target is refused before any network contact. The policies are not
     closed here.

@@ -2,7 +2,9 @@
 
 1. full offline verification (:func:`kiln_verify.openenv.verify.verify_bundle`); the
    replay manifest is then read again and must still have the verified SHA-256;
-2. credential slots: none, or exactly one per captured environment (``None`` = public);
+2. credential slots (:class:`~kiln_verify.openenv.protocol.access.EnvironmentAccess`, with
+   the concurrency and the capacity wait): none, or exactly one per captured environment
+   (``None`` = public);
    remaps (``--environment-url OLD=NEW``, or those of an environment provider such as
    the embedded oracle) must each name a recorded base URL;
 3. per environment, complete rediscovery compared with the captured identity (moved to
@@ -28,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from kiln_verify.core.digest import sha256_bytes
@@ -38,8 +40,12 @@ from kiln_verify.errors import (
     LimitExceeded,
     UsageError,
 )
-from kiln_verify.limits import MAX_CAPACITY_WAIT_S, MAX_CONCURRENCY, MAX_OPENENV_REPLAY_BYTES
-from kiln_verify.openenv.protocol.client import OpenEnvClient
+from kiln_verify.limits import MAX_OPENENV_REPLAY_BYTES
+from kiln_verify.openenv.protocol.access import (
+    DEFAULT_CAPACITY_WAIT_S,
+    DEFAULT_CONCURRENCY,
+    EnvironmentAccess,
+)
 from kiln_verify.openenv.protocol.identity import EnvironmentIdentity
 from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest, read_replay
 from kiln_verify.openenv.records.reports import (
@@ -59,6 +65,7 @@ from kiln_verify.openenv.verify import verify_bundle
 __all__ = [
     "DEFAULT_CAPACITY_WAIT_S",
     "DEFAULT_CONCURRENCY",
+    "EnvironmentAccess",
     "EnvironmentProvider",
     "replay_bundle",
     "replay_manifest",
@@ -70,33 +77,14 @@ EnvironmentProvider = Callable[
 """Serves environments for a bundle's captured identities (in environment order) while
 the context is open and yields the remaps to them (the embedded oracle, for one)."""
 
-DEFAULT_CONCURRENCY = 4
-DEFAULT_CAPACITY_WAIT_S = 300
 
-
-def _check_options(concurrency: int, capacity_wait_seconds: float) -> None:
-    if (
-        isinstance(concurrency, bool)
-        or not isinstance(concurrency, int)
-        or not (1 <= concurrency <= MAX_CONCURRENCY)
-    ):
-        raise UsageError(f"--concurrency must be an integer in 1..{MAX_CONCURRENCY}")
-    if (
-        isinstance(capacity_wait_seconds, bool)
-        or not isinstance(capacity_wait_seconds, int | float)
-        or not (0 <= capacity_wait_seconds <= MAX_CAPACITY_WAIT_S)
-    ):
-        raise UsageError(f"--capacity-wait-seconds must be a number in 0..{MAX_CAPACITY_WAIT_S:g}")
-
-
-def _check_slots(slots: Sequence[str | None], environments: int) -> tuple[str | None, ...]:
+def _check_slots(slots: Sequence[str | None], environments: int) -> None:
     if slots and len(slots) != environments:
         raise UsageError(
             f"{len(slots)} --credential-env slots for {environments} captured environments",
             hint="give none, or repeat --credential-env once per captured environment in "
             "environment order ('-' for a public one)",
         )
-    return tuple(slots) if slots else (None,) * environments
 
 
 def _read_verified_replay(path: str, expected_sha256: str) -> ReplayManifest:
@@ -159,16 +147,13 @@ async def replay_manifest(
     manifest: ReplayManifest,
     replay_sha256: str,
     *,
-    credential_envs: Sequence[str | None] = (),
-    concurrency: int = DEFAULT_CONCURRENCY,
-    capacity_wait_seconds: float = DEFAULT_CAPACITY_WAIT_S,
-    environ: Mapping[str, str] | None = None,
+    access: EnvironmentAccess | None = None,
     remaps: Sequence[UrlRemap] = (),
     strict_state: bool = False,
 ) -> ReplayRunResult:
     """Steps 2-6 for an already verified manifest (callers normally use :func:`replay_bundle`)."""
-    _check_options(concurrency, capacity_wait_seconds)
-    slots = _check_slots(credential_envs, len(manifest.environments))
+    access = EnvironmentAccess() if access is None else access
+    _check_slots(access.credential_envs, len(manifest.environments))
     urls, entries = plan_remaps(manifest.environments, remaps)
     remap_of = {entry.environment_index: entry for entry in entries}
     context = ReplayContext(
@@ -177,10 +162,8 @@ async def replay_manifest(
     tally = Tally(context, strict_state=strict_state)
     async with contextlib.AsyncExitStack() as stack:
         targets: list[ReplayTarget] = []
-        for index, (captured, slot, url) in enumerate(
-            zip(manifest.environments, slots, urls, strict=True)
-        ):
-            client = OpenEnvClient(url, credential_env=slot, environ=environ)
+        for index, (captured, url) in enumerate(zip(manifest.environments, urls, strict=True)):
+            client = access.client(index, url)
             stack.push_async_callback(client.aclose)
             targets.append(ReplayTarget(index, captured.identity.metadata.name, client))
         for target, captured in zip(targets, manifest.environments, strict=True):
@@ -192,8 +175,8 @@ async def replay_manifest(
             outcomes = await _replay_group(
                 target,
                 group,
-                concurrency=concurrency,
-                capacity_wait_seconds=capacity_wait_seconds,
+                concurrency=access.concurrency,
+                capacity_wait_seconds=access.capacity_wait_seconds,
                 strict_state=strict_state,
             )
             tally.add_group(target, group, outcomes)
@@ -224,10 +207,7 @@ def replay_bundle(
     *,
     dataset_path: str | os.PathLike[str] | None = None,
     replay_path: str | os.PathLike[str] | None = None,
-    credential_envs: Sequence[str | None] = (),
-    concurrency: int = DEFAULT_CONCURRENCY,
-    capacity_wait_seconds: float = DEFAULT_CAPACITY_WAIT_S,
-    environ: Mapping[str, str] | None = None,
+    access: EnvironmentAccess | None = None,
     environment_urls: Sequence[UrlRemap] = (),
     environment_provider: EnvironmentProvider | None = None,
     strict_state: bool = False,
@@ -238,7 +218,9 @@ def replay_bundle(
     our ``kiln-verify.replay-run-notes.v1`` beside it (``.notes``: volatile state fields
     and remaps).
 
-    ``environment_urls`` moves recorded base URLs (``--environment-url OLD=NEW``);
+    ``access``: credential slots (none, or one per captured environment), the variables
+    they are read from, the capacity wait and the concurrency (default: all public, 300 s,
+    4). ``environment_urls`` moves recorded base URLs (``--environment-url OLD=NEW``);
     ``environment_provider`` serves the environments itself (``--oracle``) and yields its
     remaps; the two exclude each other. ``strict_state`` compares volatile state fields
     (``State.episode_id``) exactly too.
@@ -249,7 +231,7 @@ def replay_bundle(
     for transport, timeout, HTTP status, reflection or capacity exhaustion. Must not be
     called from a running event loop (use :func:`replay_manifest` there).
     """
-    _check_options(concurrency, capacity_wait_seconds)
+    access = EnvironmentAccess() if access is None else access
     if environment_urls and environment_provider is not None:
         raise UsageError(
             "--environment-url and --oracle exclude each other",
@@ -257,7 +239,7 @@ def replay_bundle(
         )
     verification = verify_bundle(summary_path, dataset_path=dataset_path, replay_path=replay_path)
     manifest = _read_verified_replay(verification.replay_path, verification.replay_sha256)
-    _check_slots(credential_envs, len(manifest.environments))
+    _check_slots(access.credential_envs, len(manifest.environments))
     plan_remaps(manifest.environments, environment_urls)  # before anything is started
     provided: AbstractContextManager[Sequence[UrlRemap]] = contextlib.nullcontext(())
     if environment_provider is not None:
@@ -269,10 +251,7 @@ def replay_bundle(
             replay_manifest(
                 manifest,
                 verification.replay_sha256,
-                credential_envs=credential_envs,
-                concurrency=concurrency,
-                capacity_wait_seconds=capacity_wait_seconds,
-                environ=environ,
+                access=access,
                 remaps=[*environment_urls, *served],
                 strict_state=strict_state,
             )

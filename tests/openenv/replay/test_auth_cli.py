@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from kiln_verify.cli import app
 from kiln_verify.errors import EnvironmentHttpStatus, UsageError
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
+from kiln_verify.openenv.protocol.access import EnvironmentAccess
 from kiln_verify.openenv.replay import replay_bundle
 from oracle.runner import ServerHandle
 from tests.openenv.replay.conftest import Restart, Start, collect_bundle
@@ -42,7 +43,7 @@ def rotated(
 
 def test_rotated_token_replays(rotated: tuple[Path, ServerHandle]) -> None:
     summary, _ = rotated
-    report = replay_bundle(summary, credential_envs=[VAR]).report
+    report = replay_bundle(summary, access=EnvironmentAccess(credential_envs=[VAR])).report
     assert report.rollouts == 2
     code, out, err = _cli("--summary", str(summary), "--credential-env", VAR, "--json")
     assert code == 0, err
@@ -72,7 +73,7 @@ def test_wrong_credential_slot_count_is_usage(start: Start, tmp_path: Path) -> N
     handle = start("counter")
     summary = collect_bundle(tmp_path, [handle.base_url], ONE_STEP, group_size=1, max_steps=2)
     with pytest.raises(UsageError):
-        replay_bundle(summary, credential_envs=[None, None])
+        replay_bundle(summary, access=EnvironmentAccess(credential_envs=[None, None]))
     code, _, err = _cli("--summary", str(summary), "--credential-env", "-", "--credential-env", "-")
     assert code == 2
     assert "2 --credential-env slots for 1 captured environments" in err

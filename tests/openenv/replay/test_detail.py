@@ -19,6 +19,7 @@ from kiln_verify.limits import (
     MAX_REPLAY_DRIFTS_PER_CANDIDATE,
 )
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
+from kiln_verify.openenv.protocol.access import EnvironmentAccess
 from kiln_verify.openenv.replay import replay_bundle
 from kiln_verify.openenv.replay.candidate import CandidateOutcome, Drift
 from kiln_verify.openenv.replay.compare import Difference, first_difference
@@ -43,7 +44,7 @@ class NoteAndFloatTotal(CounterEnvironment):
 
 def _drift(summary: Path) -> ReplayDrift:
     with pytest.raises(ReplayDrift) as caught:
-        replay_bundle(summary, concurrency=1)
+        replay_bundle(summary, access=EnvironmentAccess(concurrency=1))
     return caught.value
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from kiln_verify.errors import ReplayDrift
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
+from kiln_verify.openenv.protocol.access import EnvironmentAccess
 from kiln_verify.openenv.replay import replay_bundle
 from oracle.base import JsonObject, Outcome
 from oracle.envs.counter import CounterEnvironment
@@ -62,7 +63,7 @@ def test_nondeterministic_reset_at_replay_time(
     handle = start("counter")
     summary = collect_bundle(tmp_path, [handle.base_url], ONE_STEP, group_size=2, max_steps=2)
     restart(handle, faults=["nondeterministic-reset"])
-    error = _drift(summary, concurrency=1)
+    error = _drift(summary, access=EnvironmentAccess(concurrency=1))
     drift = error.drift
     assert drift["stage"] == "reset"
     assert (drift["group_index"], drift["candidate_index"]) == (0, 0)

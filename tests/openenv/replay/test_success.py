@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
+from kiln_verify.openenv.protocol.access import EnvironmentAccess
 from kiln_verify.openenv.records.replay import ProtocolErrorResult
 from kiln_verify.openenv.records.reports import REPLAY_RUN_SCHEMA
 from kiln_verify.openenv.replay import replay_bundle
@@ -49,7 +50,7 @@ def test_recoverable_error_replays_as_the_identical_error(start: Start, tmp_path
     first = manifest.groups[0].candidates[0].exchanges[0].result
     assert isinstance(first, ProtocolErrorResult)
     assert first.continued
-    report = replay_bundle(summary, concurrency=1).report
+    report = replay_bundle(summary, access=EnvironmentAccess(concurrency=1)).report
     assert report.environment_exchanges == 4
     assert report.rollouts == 2
 
@@ -94,6 +95,9 @@ def test_capacity_retries_are_counted(start: Start, tmp_path: Path) -> None:
     handle = start("bandit", max_sessions=1, faults=["delay-step=0.02"])
     summary = collect_bundle(tmp_path, [handle.base_url], group_size=2, concurrency=1, max_steps=3)
     assert all(c.capacity_retries == 0 for c in manifest_of(summary).groups[0].candidates)
-    report = replay_bundle(summary, concurrency=2, capacity_wait_seconds=30).report
+    report = replay_bundle(
+        summary,
+        access=EnvironmentAccess(capacity_wait_seconds=30, concurrency=2),
+    ).report
     assert report.capacity_retries >= 1
     assert report.rollouts == 2

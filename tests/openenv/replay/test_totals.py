@@ -15,6 +15,7 @@ from kiln_verify.cli import app
 from kiln_verify.errors import ReplayDrift
 from kiln_verify.limits import MAX_ERROR_SNIPPET_CHARS
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
+from kiln_verify.openenv.protocol.access import EnvironmentAccess
 from kiln_verify.openenv.replay import replay_bundle
 from oracle.base import ExecutionError, Outcome
 from oracle.envs.counter import CounterEnvironment
@@ -38,7 +39,7 @@ def test_a_long_text_drift_shows_where_it_differs(
     recorded = manifest_of(summary).groups[0].reset_observation.observation["input_text"]
     assert len(recorded) > 200
     restart(handle, faults=["nondeterministic-reset"])  # appends "\n(reset nonce N)"
-    error = _drift(summary, concurrency=1)
+    error = _drift(summary, access=EnvironmentAccess(concurrency=1))
     drift = error.drift
     assert (drift["stage"], drift["group_index"], drift["candidate_index"]) == ("reset", 0, 0)
     assert drift["field"] == "reset_observation.observation.input_text"
