@@ -7,7 +7,7 @@
    thinking budget with forced close tokens), repeats them into a corpus of at least
    ``--corpus-mib`` MiB (default 200), exports a small bundle and reseals it around the big
    corpus (exporting it would replay it twice). Then times, interleaved over ``--rounds``
-   rounds after a warm-up: :func:`kiln_verify.hf.verify.verify_path` on the bundle (every
+   rounds after a warm-up: :func:`kiln_verify.hf.verify.verify_hf_path` on the bundle (every
    file hashed, every row parsed and every stream replayed) and ``sha256sum`` over the same
    files.
 2. **Recording overhead.** The ``transformers`` policy plays ``--turns`` turns of
@@ -125,6 +125,7 @@ def build_bundle(root: Path, corpus_mib: int) -> tuple[Path, Path, int, int]:
     from kiln_verify.errors import HfGrpoPromptReplayMismatch
     from kiln_verify.hf.digests import GrpoCorpusHasher
     from kiln_verify.hf.export import ModelSnapshot, export_grpo
+    from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.manifest import (
         ExportManifest,
         GrpoGroup,
@@ -146,7 +147,8 @@ def build_bundle(root: Path, corpus_mib: int) -> tuple[Path, Path, int, int]:
     small = root / "small.jsonl"
     small.write_bytes(b"".join(rows[:2]))
     output = root / "bench.kiln-hf.tar.gz"
-    bundle = export_grpo(model=model, dataset=small, name="bench", output=output).directory
+    source = ExportSource(model=model)
+    bundle = export_grpo(source, dataset=small, name="bench", output=output).directory
     target = corpus_mib * MiB
     hasher = GrpoCorpusHasher()
     written = count = 0
@@ -170,13 +172,13 @@ def build_bundle(root: Path, corpus_mib: int) -> tuple[Path, Path, int, int]:
 
 
 def time_verify(bundle: Path, rounds: int) -> dict[str, Any]:
-    from kiln_verify.hf.verify import verify_path
+    from kiln_verify.hf.verify import verify_hf_path
 
     files = sorted(str(p) for p in bundle.rglob("*") if p.is_file())
     timings: dict[str, list[float]] = {"verify_lib": [], "sha256sum": []}
     for round_index in range(rounds + 1):
         start = time.perf_counter()
-        verify_path(bundle)
+        verify_hf_path(bundle)
         lib = time.perf_counter() - start
         start = time.perf_counter()
         subprocess.run(["sha256sum", *files], check=True, stdout=subprocess.DEVNULL)

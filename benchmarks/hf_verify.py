@@ -7,7 +7,7 @@ headers describe one BF16 tensor of pseudo-random bytes), optionally an input ad
 :func:`kiln_verify.hf.export.export_sft`, and then times, interleaved in each of
 ``--rounds`` rounds after one warm-up round (warm page cache):
 
-* ``verify_lib``: :func:`kiln_verify.hf.verify.verify_path` on the bundle directory,
+* ``verify_lib``: :func:`kiln_verify.hf.verify.verify_hf_path` on the bundle directory,
   in this process (imports paid once, during the warm-up);
 * ``verify_cli``: ``kiln-verify hf verify BUNDLE --json`` as a subprocess (interpreter
   start-up and imports included);
@@ -202,7 +202,8 @@ def _set(files: Sequence[Path]) -> dict[str, int]:
 
 def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from kiln_verify.hf.export import ModelSnapshot, export_sft
-    from kiln_verify.hf.verify import verify_path
+    from kiln_verify.hf.export.source import ExportSource
+    from kiln_verify.hf.verify import verify_hf_path
 
     block = os.urandom(_BLOCK)
     start = time.perf_counter()
@@ -215,11 +216,10 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     dataset.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     start = time.perf_counter()
     outcome = export_sft(
-        model=model,
+        ExportSource(model=model, input_adapter=adapter),
         dataset=dataset,
         name="bench",
         output=tmp / "bench.kiln-hf.tar.gz",
-        input_adapter=adapter,
     )
     export_s = time.perf_counter() - start
     outcome.archive.unlink()  # only the directory is measured; free the disk early
@@ -246,7 +246,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     actions: dict[str, Callable[[], object]] = {
         "sha256sum_bundle": lambda: sha256sum(bundle_files),
         "hashlib_bundle": lambda: hashlib_files(bundle_files),
-        "verify_lib": lambda: verify_path(bundle),
+        "verify_lib": lambda: verify_hf_path(bundle),
         "verify_cli": lambda: _child(verify_cli, REPO_ROOT),
         "sha256sum_train": lambda: sha256sum(train_files),
         "hashlib_train": lambda: hashlib_files(train_files),

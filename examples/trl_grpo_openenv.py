@@ -28,25 +28,25 @@ def verify_step(bundle: Path, model_dir: Path, exports: Path) -> dict[str, objec
     then the recorded-GRPO export, whose token replay re-renders every completion with the
     exported tokenizer and checks it against the recorded ids, and ``hf verify``."""
     from kiln_verify.hf.export import export_grpo
-    from kiln_verify.hf.verify import verify_path
+    from kiln_verify.hf.export.source import ExportSource
+    from kiln_verify.hf.verify import verify_hf_path
     from kiln_verify.openenv.verify import verify_bundle
 
     report = verify_bundle(bundle / "openenv.rollout-summary.json")
     name = bundle.name.replace("-", "_")
     exports.mkdir(exist_ok=True)
     export = export_grpo(
-        model=model_dir,
+        ExportSource(model=model_dir, input_adapter=bundle / "adapter"),
         dataset=bundle / "grpo.train.jsonl",
         name=name,
         output=exports / f"{name}.kiln-hf.tar.gz",
-        input_adapter=bundle / "adapter",
     )
     return {
         "bundle": str(bundle),
         "groups": report.groups,
         "rollouts": report.rollouts,
         "environment_exchanges": report.environment_exchanges,
-        "grpo_rows_verified": verify_path(export.directory).rows,
+        "grpo_rows_verified": verify_hf_path(export.directory).rows,
         "bytes": sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file()),
     }
 

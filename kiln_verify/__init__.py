@@ -10,6 +10,9 @@ between releases.
 (a module ``__getattr__``, PEP 562), so ``kiln-verify openenv verify`` and ``from kiln_verify
 import verify_bundle`` load only what they use. Nothing inside the package imports this
 module (the import contract in ``pyproject.toml`` checks it), so it can reach every layer.
+
+Names renamed so that one name has one meaning stay importable under their old spelling
+(``_ALIASES``: the same object, not in ``__all__``; docs/python-api.md lists them).
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ if TYPE_CHECKING:
     from kiln_verify.control_client.client import ControlClient
     from kiln_verify.control_client.download import download_artifact
     from kiln_verify.errors import ERROR_CLASSES, ERROR_CODES, KilnError, UsageError
+    from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.export.writer import ExportOutcome, export_grpo, export_sft
     from kiln_verify.hf.importer import ImportOutcome, import_peft
-    from kiln_verify.hf.verify import BundleReport, verify_path
+    from kiln_verify.hf.verify import HfBundleReport, verify_hf_path
     from kiln_verify.hf.verify_import import verify_import_path
     from kiln_verify.openenv.collect import run_collection
     from kiln_verify.openenv.collect.bundle import Bundle, build_bundle
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from kiln_verify.openenv.policy.base import Policy, PolicyRequest, PolicyResponse
     from kiln_verify.openenv.policy.random_policy import RandomPolicy
     from kiln_verify.openenv.policy.registry import build_policy
+    from kiln_verify.openenv.protocol.access import EnvironmentAccess
     from kiln_verify.openenv.protocol.client import OpenEnvClient
     from kiln_verify.openenv.records.evaluation import EnvironmentEvaluationReceipt
     from kiln_verify.openenv.records.replay import ReplayManifest, read_replay
@@ -72,14 +77,16 @@ __all__ = [
     "ERROR_CODES",
     "AgenticGroup",
     "Bundle",
-    "BundleReport",
     "CollectedGroup",
     "Collection",
     "CollectionControls",
     "ControlClient",
+    "EnvironmentAccess",
     "EnvironmentEvaluationReceipt",
     "Environments",
     "ExportOutcome",
+    "ExportSource",
+    "HfBundleReport",
     "ImportOutcome",
     "KilnError",
     "OpenEnvClient",
@@ -118,8 +125,8 @@ __all__ = [
     "run_evaluation",
     "run_groups",
     "verify_bundle",
+    "verify_hf_path",
     "verify_import_path",
-    "verify_path",
 ]
 
 _LAZY: Final[dict[str, str]] = {
@@ -143,6 +150,7 @@ _LAZY: Final[dict[str, str]] = {
     "evaluate_bundles": "kiln_verify.openenv.evaluate.engine",
     "run_evaluation": "kiln_verify.openenv.evaluate.engine",
     "OpenEnvClient": "kiln_verify.openenv.protocol.client",
+    "EnvironmentAccess": "kiln_verify.openenv.protocol.access",
     # policies
     "Policy": "kiln_verify.openenv.policy.base",
     "PolicyRequest": "kiln_verify.openenv.policy.base",
@@ -177,23 +185,32 @@ _LAZY: Final[dict[str, str]] = {
     "export_sft": "kiln_verify.hf.export.writer",
     "export_grpo": "kiln_verify.hf.export.writer",
     "ExportOutcome": "kiln_verify.hf.export.writer",
-    "verify_path": "kiln_verify.hf.verify",
-    "BundleReport": "kiln_verify.hf.verify",
+    "ExportSource": "kiln_verify.hf.export.source",
+    "verify_hf_path": "kiln_verify.hf.verify",
+    "HfBundleReport": "kiln_verify.hf.verify",
     "import_peft": "kiln_verify.hf.importer",
     "ImportOutcome": "kiln_verify.hf.importer",
     "verify_import_path": "kiln_verify.hf.verify_import",
 }
 """Where each exported name lives; imported on first access."""
 
+_ALIASES: Final[dict[str, str]] = {
+    # issue 26: the HF/TRL verifier says ``hf`` (``verify_bundle`` is the OpenEnv one)
+    "verify_path": "verify_hf_path",
+    "BundleReport": "HfBundleReport",
+}
+"""Old spellings of renamed exports: each is the very object of its new name."""
+
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    current = _ALIASES.get(name, name)
+    module = _LAZY.get(current)
     if module is None:
         raise AttributeError(f"module 'kiln_verify' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(import_module(module), current)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, *_ALIASES})

@@ -86,3 +86,64 @@ def test_importing_the_package_loads_none_of_the_exports() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert json.loads(done.stdout) == ["kiln_verify", "kiln_verify._version"]
+
+
+def test_renamed_exports_keep_their_old_spelling_as_the_same_object() -> None:
+    aliases = kiln_verify._ALIASES
+    assert aliases == {"verify_path": "verify_hf_path", "BundleReport": "HfBundleReport"}
+    text = DOC.read_text(encoding="utf-8")
+    for old, new in aliases.items():
+        assert old not in kiln_verify.__all__, old
+        assert new in kiln_verify.__all__, new
+        assert getattr(kiln_verify, old) is getattr(kiln_verify, new), old
+        assert old in dir(kiln_verify)
+        assert f"`{old}` is `{new}`" in text, old
+    namespace: dict[str, object] = {}
+    exec("from kiln_verify import BundleReport, verify_path", namespace)
+    assert namespace["verify_path"] is kiln_verify.verify_hf_path
+    assert namespace["BundleReport"] is kiln_verify.HfBundleReport
+
+
+def test_one_name_one_meaning() -> None:
+    """The OpenEnv and HF/TRL verifiers, live replay and token re-rendering, the collector's
+    and the test builder's bundles: each pair under two names."""
+    from kiln_verify.hf import verify as hf_verify
+    from kiln_verify.openenv import verify as openenv_verify
+    from kiln_verify.testing import bundles as fixture_bundles
+
+    assert not hasattr(hf_verify, "verify_bundle")
+    assert not hasattr(hf_verify, "verify_path")
+    assert kiln_verify.verify_bundle is openenv_verify.verify_bundle
+    assert not hasattr(fixture_bundles, "Bundle")
+    assert not hasattr(fixture_bundles, "build_bundle")
+    assert fixture_bundles.FixtureBundle.__name__ != kiln_verify.Bundle.__name__
+    assert import_module("kiln_verify.hf.rerender").TokenRerender
+    for gone in ("kiln_verify.hf.replay", "kiln_verify.tokens.replay"):
+        assert not (ROOT / (gone.replace(".", "/") + ".py")).exists(), gone
+
+
+def test_trl_entry_points_are_listed_and_documented() -> None:
+    """``kiln_verify.trl.__all__`` names its entry points, importing ``kiln_verify.trl``
+    imports neither TRL nor torch, each resolves to its module's class, and
+    docs/python-api.md lists each."""
+    import kiln_verify.trl as trl
+
+    names = trl.__all__
+    expected = {"BatchRecorder", "OpenEnvEnvironment", "OpenEnvRolloutFunc", "OpenEnvToolFactory"}
+    assert set(names) == set(trl._WHERE) == expected
+    text = DOC.read_text(encoding="utf-8").split("\n## TRL\n", 1)[1]
+    for name in names:
+        assert f"`{name}`" in text, name
+        assert name in dir(trl)
+        value = getattr(trl, name)
+        assert value is getattr(import_module(trl._WHERE[name]), name), name
+        assert inspect.isclass(value), name
+        assert value.__name__ == name, name
+        assert inspect.getdoc(value), f"{name} has no docstring"
+    probe = (
+        "import json, sys; import kiln_verify.trl; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('trl', 'torch', 'transformers', 'httpx'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []

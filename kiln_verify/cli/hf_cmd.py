@@ -135,19 +135,22 @@ def export_sft_command(
     as_json: bool = _JSON,
 ) -> None:
     """Export an immutable, verified SFT bundle and its deterministic archive."""
+    from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.export.writer import export_sft
 
     def action() -> dict[str, Any]:
         outcome = export_sft(
-            model=model,
+            ExportSource(
+                model=model,
+                training_template=training_template,
+                input_adapter=input_adapter,
+                served_model_id=served_model_id,
+                split_manifest=split_manifest,
+            ),
             dataset=file,
             name=name,
             output=_output(name, output),
             invalid_row_policy=invalid_row_policy,
-            split_manifest=split_manifest,
-            training_template=training_template,
-            input_adapter=input_adapter,
-            served_model_id=served_model_id,
         )
         return _exported(outcome)
 
@@ -167,18 +170,21 @@ def export_grpo_command(
     as_json: bool = _JSON,
 ) -> None:
     """Export an immutable, verified recorded-GRPO bundle and its deterministic archive."""
+    from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.export.writer import export_grpo
 
     def action() -> dict[str, Any]:
         outcome = export_grpo(
-            model=model,
+            ExportSource(
+                model=model,
+                training_template=training_template,
+                input_adapter=input_adapter,
+                served_model_id=served_model_id,
+                split_manifest=split_manifest,
+            ),
             dataset=file,
             name=name,
             output=_output(name, output),
-            split_manifest=split_manifest,
-            training_template=training_template,
-            input_adapter=input_adapter,
-            served_model_id=served_model_id,
         )
         return _exported(outcome)
 
@@ -192,9 +198,9 @@ def verify_command(
     as_json: bool = _JSON,
 ) -> None:
     """Verify an export archive or bundle: exact file set, self-digests, every artifact byte."""
-    from kiln_verify.hf.verify import verify_path
+    from kiln_verify.hf.verify import verify_hf_path
 
-    _run(lambda: verify_path(path, completed=completed).to_json(), as_json)
+    _run(lambda: verify_hf_path(path, completed=completed).to_json(), as_json)
 
 
 _BUNDLE = typer.Option(

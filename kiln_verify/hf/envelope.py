@@ -47,7 +47,7 @@ from kiln_verify.hf.bundle_files import (
 from kiln_verify.hf.digests import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
 from kiln_verify.hf.manifest import ExportManifest, FileIdentity, TrainingResult
 from kiln_verify.hf.manifest.read import read_export, read_result
-from kiln_verify.hf.verify import BundleReport, verify_bundle
+from kiln_verify.hf.verify import HfBundleReport, verify_hf_bundle
 from kiln_verify.limits import (
     MAX_ADAPTER_CONFIG_BYTES,
     MAX_IMPORT_ARTIFACT_BYTES,
@@ -231,7 +231,7 @@ def materialized_envelope(
     scratch_parent: str | os.PathLike[str],
     *,
     scratch_prefix: str = ".kiln-hf-envelope-",
-) -> Iterator[tuple[Path, EnvelopeReport, BundleReport]]:
+) -> Iterator[tuple[Path, EnvelopeReport, HfBundleReport]]:
     """Verify the completed ``bundle``, copy the ten files into a private staging
     directory ``<scratch>/NAME.kiln-hf-import`` and verify that copy.
 
@@ -241,7 +241,7 @@ def materialized_envelope(
     """
     check_import_name(name)
     source = os.fspath(bundle)
-    bundle_report = verify_bundle(source, completed=True)
+    bundle_report = verify_hf_bundle(source, completed=True)
     with tempfile.TemporaryDirectory(prefix=scratch_prefix, dir=scratch_parent) as scratch:
         os.chmod(scratch, 0o700)
         target = Path(scratch, name + ENVELOPE_SUFFIX)

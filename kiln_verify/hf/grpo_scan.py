@@ -3,7 +3,7 @@
 A GRPO ``train.jsonl`` is checked row by row without holding it: each row the canonical
 serialization of its group, one width, one behaviour policy, every completion's
 identities equal to the export's model (tokenizer, served model, base aggregate, input
-adapter), every group's tokens replayed through the exported tokenizer and template, and
+adapter), every group's tokens re-rendered through the exported tokenizer and template, and
 the row count and ordered corpus digest the export declares. The verifier and the export
 writer both call :func:`scan_grpo_corpus`.
 """
@@ -27,7 +27,7 @@ from kiln_verify.hf.manifest import (
     grpo_row_bytes,
     parse_grpo_group,
 )
-from kiln_verify.hf.replay import TokenReplay
+from kiln_verify.hf.rerender import TokenRerender
 from kiln_verify.limits import MAX_GRPO_DATASET_BYTES, MAX_GRPO_GROUPS, MAX_GRPO_ROW_BYTES
 
 __all__ = [
@@ -161,13 +161,13 @@ def scan_grpo_corpus(
     binding: GrpoBinding | None = None,
     *,
     totals: ExportManifest | None = None,
-    replay: TokenReplay | None = None,
+    rerender: TokenRerender | None = None,
 ) -> GrpoScan:
     """Stream-verify a GRPO corpus: canonical rows, 1..10,000,000 groups, one width, one
     behaviour policy, identities equal to ``binding`` (when given), every group's tokens
-    replayed through the exported tokenizer and template (``replay``, when given; the
-    export writer and :func:`verify_bundle` always give it) and the row count and ordered
-    corpus digest ``totals`` declares (when given)."""
+    re-rendered through the exported tokenizer and template (``rerender``, when given; the
+    export writer and :func:`~kiln_verify.hf.verify.verify_hf_bundle` always give it) and
+    the row count and ordered corpus digest ``totals`` declares (when given)."""
     shown = os.fspath(path)
     hasher = GrpoCorpusHasher()
     width = 0
@@ -204,9 +204,9 @@ def scan_grpo_corpus(
                 check_grpo_group(group, binding)
             except KilnError as exc:
                 raise exc.at(path=shown, line=number) from None
-        if replay is not None:
+        if rerender is not None:
             try:
-                replay.check_group(group)
+                rerender.check_group(group)
             except KilnError as exc:
                 raise exc.at(path=shown, line=number) from None
         hasher.update(row)

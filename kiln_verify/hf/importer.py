@@ -3,7 +3,7 @@
 :func:`import_peft` runs, in order, and publishes nothing unless every step passes:
 
 1. the adapter name (``usage``) and the target ``REGISTRY/NAME`` (``target_exists``);
-2. the completed bundle, fully (:func:`kiln_verify.hf.verify.verify_bundle`);
+2. the completed bundle, fully (:func:`kiln_verify.hf.verify.verify_hf_bundle`);
 3. the ten-file envelope, copied into a private staging directory ``.hf-peft-import-*``
    inside the registry and verified again (:mod:`kiln_verify.hf.envelope`), with the
    import size limits;

@@ -1,6 +1,10 @@
 """Verification of HF/TRL bundles: archives, pristine exports and completed results.
 
-``verify_path`` accepts a ``NAME.kiln-hf.tar.gz`` (extracted with every hostile-archive
+Every name here says ``hf`` (``verify_hf_path``, ``verify_hf_bundle``, ``verify_hf_archive``,
+:class:`HfBundleReport`): the OpenEnv bundle's verifier is
+:func:`kiln_verify.openenv.verify.verify_bundle`.
+
+``verify_hf_path`` accepts a ``NAME.kiln-hf.tar.gz`` (extracted with every hostile-archive
 rule of :mod:`kiln_verify.core.safe_tar` into a private temporary directory, expected
 root ``NAME.kiln-hf``), a pristine bundle directory or, with ``completed=True``, a
 completed one. It checks, in order:
@@ -71,7 +75,7 @@ from kiln_verify.hf.manifest import (
     read_result,
     read_sft_ingestion,
 )
-from kiln_verify.hf.replay import TokenReplay
+from kiln_verify.hf.rerender import TokenRerender
 from kiln_verify.hf.runner import reference_script
 from kiln_verify.limits import (
     MAX_CHAT_TEMPLATE_BYTES,
@@ -82,11 +86,17 @@ from kiln_verify.limits import (
 )
 from kiln_verify.records import validate_record
 
-__all__ = ["BundleReport", "bundle_rules", "verify_archive", "verify_bundle", "verify_path"]
+__all__ = [
+    "HfBundleReport",
+    "bundle_rules",
+    "verify_hf_archive",
+    "verify_hf_bundle",
+    "verify_hf_path",
+]
 
 
 @dataclass(frozen=True)
-class BundleReport:
+class HfBundleReport:
     """What a successful verification established."""
 
     kind: Literal["pristine", "completed"]
@@ -141,7 +151,7 @@ def _check_file_set(root: str, found: set[str], declared: set[str], *, completed
         )
 
 
-def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> BundleReport:
+def verify_hf_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> HfBundleReport:
     """Verify a bundle directory (pristine, or completed with ``completed=True``)."""
     shown = os.fspath(root)
     if not os.path.isdir(shown):
@@ -170,15 +180,18 @@ def verify_bundle(root: str | os.PathLike[str], *, completed: bool = False) -> B
     if export.task == "sft":
         _check_sft(shown, export)
     else:
-        replay = TokenReplay(
+        rerender = TokenRerender(
             read_identified(shown, export.model.tokenizer, MAX_TOKENIZER_BYTES),
             read_identified(shown, export.model.chat_template, MAX_CHAT_TEMPLATE_BYTES),
         )
         scan_grpo_corpus(
-            os.path.join(shown, "train.jsonl"), GrpoBinding.of(export), totals=export, replay=replay
+            os.path.join(shown, "train.jsonl"),
+            GrpoBinding.of(export),
+            totals=export,
+            rerender=rerender,
         )
     embedded = reference_script()
-    return BundleReport(
+    return HfBundleReport(
         kind="completed" if completed else "pristine",
         task=export.task,
         export_sha256=export.export_sha256,
@@ -291,12 +304,12 @@ def bundle_rules(*, completed: bool) -> DeclaredMembers:
     )
 
 
-def verify_archive(
+def verify_hf_archive(
     archive: str | os.PathLike[str],
     *,
     completed: bool = False,
     scratch_parent: str | os.PathLike[str] | None = None,
-) -> BundleReport:
+) -> HfBundleReport:
     """Extract ``NAME.kiln-hf.tar.gz`` into a private temporary directory (inside
     ``scratch_parent``, default the system's) and verify it.
 
@@ -309,14 +322,14 @@ def verify_archive(
             archive, scratch, expected_root=root_name, rules=bundle_rules(completed=completed)
         ) as extracted,
     ):
-        return verify_bundle(extracted, completed=completed)
+        return verify_hf_bundle(extracted, completed=completed)
 
 
-def verify_path(path: str | os.PathLike[str], *, completed: bool = False) -> BundleReport:
+def verify_hf_path(path: str | os.PathLike[str], *, completed: bool = False) -> HfBundleReport:
     """An archive (a file) or a bundle directory."""
     shown = os.fspath(path)
     if os.path.isdir(shown):
-        return verify_bundle(shown, completed=completed)
+        return verify_hf_bundle(shown, completed=completed)
     if not os.path.exists(shown):
         raise UsageError("no such file or directory", path=shown)
-    return verify_archive(Path(shown), completed=completed)
+    return verify_hf_archive(Path(shown), completed=completed)

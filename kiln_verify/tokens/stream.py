@@ -22,7 +22,7 @@ without a generation prompt (:func:`last_turn`); the stream ends with it. Forced
 follow :func:`check_forced`.
 
 The ``transformers`` policy calls :func:`next_turn` to extend the stream it records;
-:mod:`kiln_verify.tokens.replay` calls it to re-derive a recorded one.
+:mod:`kiln_verify.tokens.rerender` calls it to re-derive a recorded one.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ module             job
 =================  ========================================================================
 
 Part of the ``train`` extra; TRL, transformers and torch are imported by the modules that
-need them, never by this package (docs/trl.md).
+need them, never by this package (docs/trl.md). The entry points are ``__all__`` (listed in
+docs/python-api.md, "TRL"), each imported from its module on first access.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kiln_verify.trl.factory import OpenEnvToolFactory
+    from kiln_verify.trl.factory import OpenEnvEnvironment, OpenEnvToolFactory
     from kiln_verify.trl.recorder import BatchRecorder
     from kiln_verify.trl.rollout import OpenEnvRolloutFunc
 
-__all__ = ["BatchRecorder", "OpenEnvRolloutFunc", "OpenEnvToolFactory"]
+__all__ = ["BatchRecorder", "OpenEnvEnvironment", "OpenEnvRolloutFunc", "OpenEnvToolFactory"]
 
 _WHERE = {
     "OpenEnvToolFactory": "kiln_verify.trl.factory",
+    "OpenEnvEnvironment": "kiln_verify.trl.factory",
     "BatchRecorder": "kiln_verify.trl.recorder",
     "OpenEnvRolloutFunc": "kiln_verify.trl.rollout",
 }
@@ -48,3 +50,7 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

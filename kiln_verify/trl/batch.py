@@ -268,7 +268,7 @@ def _with_rewards(corpus: bytes, rewards: list[float]) -> bytes:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CorpusJob:
-    """What the factory path's corpus is built from: ``grpo_rows(completions, replay=...,
+    """What the factory path's corpus is built from: ``grpo_rows(completions, rerender=...,
     **options)``, in the recording worker or in-process."""
 
     completions: list[TrlCompletion]

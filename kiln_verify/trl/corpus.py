@@ -15,7 +15,7 @@ One group of ``num_generations`` consecutive completions is one ``GrpoGroup`` ro
   (docs/hf-contract.md); ``text`` is the ``<TURN_BREAK>``-join of the actions;
 * ``reward``: the reward TRL trained with (its weighted sum of reward functions).
 
-Every row is replayed with the exported tokenizer and template before it is kept (the
+Every row is re-rendered with the exported tokenizer and template before it is kept (the
 ``hf verify`` check), so a batch the exporter would refuse fails here, with the rule's code.
 """
 
@@ -32,7 +32,7 @@ from kiln_verify.errors import KilnError, TokenStreamError, TrlRecordingFailed
 from kiln_verify.hf.digests import prompt_messages_digest, scored_payload_digest
 from kiln_verify.hf.manifest import GrpoGroup, grpo_row_bytes
 from kiln_verify.hf.manifest.grpo import ROLLOUT_PROVENANCE, GrpoCompletion
-from kiln_verify.hf.replay import TokenReplay
+from kiln_verify.hf.rerender import TokenRerender
 from kiln_verify.limits import MAX_GRPO_ROW_BYTES
 from kiln_verify.openenv.records.rollout import TURN_BREAK
 from kiln_verify.records import BehaviorPolicyIdentity, ChatMessage, TurnSegment
@@ -146,7 +146,7 @@ def grpo_rows(
     completions: Sequence[TrlCompletion],
     *,
     group_size: int,
-    replay: TokenReplay,
+    rerender: TokenRerender,
     stop_ids: frozenset[int],
     behavior: BehaviorPolicyIdentity,
     tokenizer: Mapping[str, str],
@@ -154,10 +154,10 @@ def grpo_rows(
     sampling: Mapping[str, Any],
 ) -> bytes:
     """The canonical corpus bytes of one batch (one row per group, in batch order). Each row
-    is read back from its written bytes and replayed by ``hf verify``'s own check
-    (:meth:`~kiln_verify.hf.replay.TokenReplay.check_group`: prompt and trajectory) before
+    is read back from its written bytes and re-rendered by ``hf verify``'s own check
+    (:meth:`~kiln_verify.hf.rerender.TokenRerender.check_group`: prompt and trajectory) before
     it is kept."""
-    codec = replay.codec
+    codec = rerender.codec
     rows = []
     for first in range(0, len(completions), group_size):
         members = completions[first : first + group_size]
@@ -186,7 +186,7 @@ def grpo_rows(
         try:
             chat = [ChatMessage.model_validate(m) for m in messages]
             row_bytes = grpo_row_bytes(GrpoGroup(messages=chat, completions=built))
-            replay.check_group(
+            rerender.check_group(
                 GrpoGroup.model_validate(loads(row_bytes, max_bytes=MAX_GRPO_ROW_BYTES))
             )
         except TokenStreamError as exc:

@@ -27,7 +27,7 @@ from kiln_verify.core.digest import canonical_digest, sha256_bytes
 from kiln_verify.errors import KilnError, TrlBatchAmbiguous
 from kiln_verify.hf.digests import adapter_content_revision
 from kiln_verify.hf.export.model_dir import ModelSnapshot
-from kiln_verify.hf.replay import TokenReplay
+from kiln_verify.hf.rerender import TokenRerender
 from kiln_verify.records import BehaviorPolicyIdentity
 
 __all__ = ["ADAPTER_NAME", "AdapterSnapshot", "BaseModel", "adapter_snapshot"]
@@ -124,18 +124,18 @@ class BaseModel:
         }
         self._tokenizer = snapshot.tokenizer
         self._template = snapshot.chat_template
-        self._replay: TokenReplay | None = None
+        self._rerender: TokenRerender | None = None
 
-    def replay_sources(self) -> tuple[bytes, bytes]:
-        """The exported ``tokenizer.json`` and chat template bytes the replay reads."""
+    def rerender_sources(self) -> tuple[bytes, bytes]:
+        """The exported ``tokenizer.json`` and chat template bytes the re-rendering reads."""
         return self._tokenizer, self._template
 
-    def replay(self) -> TokenReplay:
-        """``hf verify``'s token replay over the exported tokenizer and template (built once:
+    def rerender(self) -> TokenRerender:
+        """``hf verify``'s token re-rendering over the exported tokenizer and template (built once:
         it parses ``tokenizer.json``, about 1 ms per recorded step otherwise)."""
-        if self._replay is None:
-            self._replay = TokenReplay(self._tokenizer, self._template)
-        return self._replay
+        if self._rerender is None:
+            self._rerender = TokenRerender(self._tokenizer, self._template)
+        return self._rerender
 
     def behavior(
         self, adapter: AdapterSnapshot, parameters: dict[str, Any]

@@ -146,9 +146,9 @@ class BatchRecorder:
             )
         self._trainer = trainer
         self.rank = rank
-        if self.worker:  # the rollout path's corpus is its collector's: no replay to load
-            replay = self.base.replay_sources() if self.factory is not None else None
-            self._worker = RecordingWorker(replay)
+        if self.worker:  # the rollout path's corpus is its collector's: nothing to re-render
+            sources = self.base.rerender_sources() if self.factory is not None else None
+            self._worker = RecordingWorker(sources)
         generate = trainer._generate
         score = trainer._generate_and_score_completions
         rewards = trainer._calculate_rewards
@@ -249,7 +249,7 @@ class BatchRecorder:
                 batch.corpus = self._worker.corpus(corpus.completions, corpus.options)
             else:
                 files[GRPO] = grpo_rows(
-                    corpus.completions, replay=self.base.replay(), **corpus.options
+                    corpus.completions, rerender=self.base.rerender(), **corpus.options
                 )
             batch.files = files
 

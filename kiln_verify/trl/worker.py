@@ -6,7 +6,7 @@ performance.md, "TRL recording overhead: third pass", measured 1.11x with them o
 of the training process and 1.02x without them):
 
 * ``corpus``: a recorded batch's GRPO corpus (its rows, their canonical bytes read back and
-  validated, and ``hf verify``'s token replay through the exported tokenizer and template),
+  validated, and ``hf verify``'s token re-rendering through the exported tokenizer and template),
   about 12 ms a step for the benchmark's 4 completions and growing with every token.
   Submitted once the batch is fully captured and collected in ``on_pre_optimizer_step``, so
   it runs on another core during the backward pass and a refusal still fails the step
@@ -24,7 +24,7 @@ between two processes of the same program; anything a library prints goes to sta
 error). Not ``multiprocessing``: its ``spawn`` and ``forkserver`` start methods import the
 user's main module again in the child, which re-runs a training script that lacks an
 ``if __name__ == "__main__"`` guard, and ``fork`` copies a process holding torch's threads.
-The worker keeps one :class:`~kiln_verify.hf.replay.TokenReplay` per tokenizer and template
+The worker keeps one :class:`~kiln_verify.hf.rerender.TokenRerender` per tokenizer and template
 it was sent, so a step's job carries only the batch, and one OpenEnv client per server.
 Jobs run one at a time in the order sent. A refusal comes back as the same exception with
 its code (errors pickle); a worker that died fails the step (``trl_recording_failed``),
@@ -52,7 +52,7 @@ from kiln_verify.errors import TrlRecordingFailed
 from kiln_verify.trl.corpus import TrlCompletion, grpo_rows
 
 if TYPE_CHECKING:
-    from kiln_verify.hf.replay import TokenReplay
+    from kiln_verify.hf.rerender import TokenRerender
     from kiln_verify.openenv.protocol.client import OpenEnvClient
     from kiln_verify.openenv.protocol.identity import EnvironmentIdentity
 
@@ -153,15 +153,16 @@ def _exited() -> TrlRecordingFailed:
 
 
 class RecordingWorker:
-    """One recorder's view of the process-wide worker (see the module text); ``replay``:
-    the exported tokenizer and chat template bytes its corpora replay through, if any."""
+    """One recorder's view of the process-wide worker (see the module text); ``rerender``:
+    the exported tokenizer and chat template bytes its corpora are re-rendered through, if
+    any."""
 
     _guard: ClassVar[threading.Lock] = threading.Lock()
     _worker: ClassVar[_Worker | None] = None
 
-    def __init__(self, replay: tuple[bytes, bytes] | None = None) -> None:
-        self._replay = replay
-        self.key = None if replay is None else hashlib.sha256(b"\0".join(replay)).hexdigest()
+    def __init__(self, rerender: tuple[bytes, bytes] | None = None) -> None:
+        self._rerender = rerender
+        self.key = None if rerender is None else hashlib.sha256(b"\0".join(rerender)).hexdigest()
         self._running()
 
     @classmethod
@@ -176,8 +177,8 @@ class RecordingWorker:
             if worker is None or not worker.alive:
                 worker = type(self)._worker = _Worker()
             key = self.key
-            if self._replay is not None and key is not None and key not in worker.loaded:
-                worker.submit("load", key, *self._replay)
+            if self._rerender is not None and key is not None and key not in worker.loaded:
+                worker.submit("load", key, *self._rerender)
                 worker.loaded.add(key)
             return worker
 
@@ -185,7 +186,7 @@ class RecordingWorker:
         self, completions: list[TrlCompletion], options: dict[str, Any]
     ) -> concurrent.futures.Future[bytes]:
         """Start building the corpus of ``completions`` (``grpo_rows``' keywords but
-        ``replay`` in ``options``); its result is the corpus bytes, or the refusal raised
+        ``rerender`` in ``options``); its result is the corpus bytes, or the refusal raised
         where it was built."""
         return self._running().submit("corpus", self.key, completions, options)
 
@@ -206,26 +207,26 @@ class RecordingWorker:
 
 
 class _Jobs:
-    """What the worker keeps between jobs: token replays and OpenEnv clients."""
+    """What the worker keeps between jobs: token re-renderers and OpenEnv clients."""
 
     def __init__(self) -> None:
-        self.replays: dict[str, TokenReplay] = {}
+        self.rerenders: dict[str, TokenRerender] = {}
         self.clients: dict[tuple[str, str], OpenEnvClient] = {}
         self.loop = asyncio.new_event_loop()
 
     def run(self, kind: str, key: str | None, rest: list[Any]) -> Any:
         if kind == "load":
-            from kiln_verify.hf.replay import TokenReplay
+            from kiln_verify.hf.rerender import TokenRerender
 
-            if key is not None and key not in self.replays:
-                self.replays[key] = TokenReplay(*rest)
+            if key is not None and key not in self.rerenders:
+                self.rerenders[key] = TokenRerender(*rest)
             return None
         if kind == "corpus":
-            replay = self.replays.get(key or "")
-            if replay is None:
+            rerender = self.rerenders.get(key or "")
+            if rerender is None:
                 raise TrlRecordingFailed("the recording worker was not sent this tokenizer")
             completions, options = rest
-            return grpo_rows(completions, replay=replay, **options)
+            return grpo_rows(completions, rerender=rerender, **options)
         if kind == "inspect":
             url, credential = rest
             inspection = self.loop.run_until_complete(self._client(url, credential).inspect())

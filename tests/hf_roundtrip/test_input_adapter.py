@@ -12,9 +12,10 @@ import pytest
 
 from kiln_verify.core.digest import hash_file
 from kiln_verify.hf.export import export_grpo, export_sft
+from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.grpo_scan import behaviour_adapter
 from kiln_verify.hf.manifest import FileIdentity, read_result
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.verify import verify_hf_path
 from tests.hf.export.conftest import ROWS
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
 
@@ -50,17 +51,16 @@ def test_sft_trains_the_exported_input_adapter(
     data = tmp_path / "messages.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     outcome = export_sft(
-        model=tiny_model,
+        ExportSource(model=tiny_model, input_adapter=input_adapter),
         dataset=data,
         name="sft_a",
         output=tmp_path / "sft_a.kiln-hf.tar.gz",
-        input_adapter=input_adapter,
     )
     bundle = outcome.directory
     refused = run_refused(bundle, tiny_model, "--verify-only", "--lora-rank", "2")
     assert "lora-flags" in refused
     run_train(bundle, tiny_model)
-    assert verify_path(bundle, completed=True).kind == "completed"
+    assert verify_hf_path(bundle, completed=True).kind == "completed"
     config = read_result((bundle / "kiln_hf_result.json").read_bytes()).effective_config
     assert config["input_adapter"].value is True
     assert not {"lora_rank", "lora_alpha", "lora_dropout", "target_modules"} & config.keys()
@@ -87,11 +87,10 @@ def test_recorded_grpo_trains_the_exported_input_adapter(
     groups = synthetic_groups(tiny_model, 2, adapter=_behaviour(input_adapter))
     corpus = write_groups(tmp_path / "groups.jsonl", groups)
     outcome = export_grpo(
-        model=tiny_model,
+        ExportSource(model=tiny_model, input_adapter=input_adapter),
         dataset=corpus,
         name="grpo_a",
         output=tmp_path / "grpo_a.kiln-hf.tar.gz",
-        input_adapter=input_adapter,
     )
     bundle = outcome.directory
     refused = run_refused(
@@ -99,7 +98,7 @@ def test_recorded_grpo_trains_the_exported_input_adapter(
     )
     assert "lora-flags" in refused
     run_train(bundle, tiny_model, *GRPO)
-    assert verify_path(bundle, completed=True).task == "grpo"
+    assert verify_hf_path(bundle, completed=True).task == "grpo"
     config = read_result((bundle / "kiln_hf_result.json").read_bytes()).effective_config
     assert config["input_adapter"].value is True
     assert config["kl_reference_policy"].value == "initial_adapter"

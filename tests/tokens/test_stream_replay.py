@@ -18,7 +18,8 @@ from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.errors import KilnError
 from kiln_verify.hf.digests import scored_payload_digest
 from kiln_verify.hf.export import export_grpo
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.export.source import ExportSource
+from kiln_verify.hf.verify import verify_hf_path
 from kiln_verify.testing.tiny_model import CHAT_TEMPLATE, THINKING_CHAT_TEMPLATE
 from tests.hf.export.test_grpo_replay import _reseal
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
@@ -40,7 +41,10 @@ def good(tmp_path_factory: pytest.TempPathFactory, thinking_model: Path) -> tupl
     groups = stream_groups(thinking_model, 2, thinking=True, budget=2)
     corpus = write_groups(out / "groups.jsonl", groups)
     outcome = export_grpo(
-        model=thinking_model, dataset=corpus, name="s", output=out / "s.kiln-hf.tar.gz"
+        ExportSource(model=thinking_model),
+        dataset=corpus,
+        name="s",
+        output=out / "s.kiln-hf.tar.gz",
     )
     return outcome.directory, groups
 
@@ -182,7 +186,7 @@ MUTATIONS: list[tuple[str, Callable[[Groups], Groups], str, str]] = [
 
 
 def test_good_corpus_exports_and_verifies(good: tuple[Path, Groups]) -> None:
-    report = verify_path(good[0])
+    report = verify_hf_path(good[0])
     assert report.task == "grpo"
     assert report.rows == 2
 
@@ -191,9 +195,12 @@ def test_thinking_off_corpus_exports_and_verifies(tmp_path: Path, tiny_model: Pa
     """The plain ChatML template is prefix-preserving without thinking."""
     corpus = write_groups(tmp_path / "c.jsonl", stream_groups(tiny_model, 2, thinking=False))
     outcome = export_grpo(
-        model=tiny_model, dataset=corpus, name="n", output=tmp_path / "n.kiln-hf.tar.gz"
+        ExportSource(model=tiny_model),
+        dataset=corpus,
+        name="n",
+        output=tmp_path / "n.kiln-hf.tar.gz",
     )
-    assert verify_path(outcome.directory).rows == 2
+    assert verify_hf_path(outcome.directory).rows == 2
 
 
 @pytest.mark.parametrize(("label", "mutate", "code", "word"), MUTATIONS)
@@ -204,7 +211,10 @@ def test_export_refuses_each_tampering_with_its_code(
     corpus = write_raw(tmp_path / "c.jsonl", mutate(good[1]))
     with pytest.raises(KilnError) as caught:
         export_grpo(
-            model=thinking_model, dataset=corpus, name="x", output=tmp_path / "x.kiln-hf.tar.gz"
+            ExportSource(model=thinking_model),
+            dataset=corpus,
+            name="x",
+            output=tmp_path / "x.kiln-hf.tar.gz",
         )
     assert caught.value.code == code, (label, caught.value)
     assert caught.value.line == 1
@@ -222,7 +232,7 @@ def test_verify_refuses_each_resealed_tampering(
     bundle = Path(shutil.copytree(good[0], tmp_path / "s.kiln-hf"))
     _reseal(bundle, mutate(good[1]))
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert caught.value.code == code, (label, caught.value)
     assert caught.value.line == 1
     assert "completion 0" in caught.value.rule
@@ -236,7 +246,7 @@ def test_a_template_that_rewrites_history_is_refused(
     the stream recorded under the prefix-preserving template cannot be its stream."""
     assert (tiny_model / "chat_template.jinja").read_text() == CHAT_TEMPLATE
     outcome = export_grpo(
-        model=tiny_model,
+        ExportSource(model=tiny_model),
         dataset=write_groups(tmp_path / "one.jsonl", synthetic_groups(tiny_model, 2)),
         name="p",
         output=tmp_path / "p.kiln-hf.tar.gz",
@@ -249,10 +259,14 @@ def test_a_template_that_rewrites_history_is_refused(
     bundle = Path(shutil.copytree(outcome.directory, tmp_path / "q.kiln-hf"))
     _reseal(bundle, groups)
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert caught.value.code == "chat_template_not_prefix_preserving"
     assert "completion 0 action 0" in caught.value.rule
     with pytest.raises(KilnError) as refused:
-        export_grpo(model=tiny_model, dataset=write_groups(tmp_path / "m.jsonl", groups),
-                    name="m", output=tmp_path / "m.kiln-hf.tar.gz")  # fmt: skip
+        export_grpo(
+            ExportSource(model=tiny_model),
+            dataset=write_groups(tmp_path / "m.jsonl", groups),
+            name="m",
+            output=tmp_path / "m.kiln-hf.tar.gz",
+        )  # fmt: skip
     assert refused.value.code == "chat_template_not_prefix_preserving"

@@ -164,17 +164,17 @@ def test_each_corpus_exports_and_verifies_with_token_replay(
     factory_run: FactoryRun, tmp_path: Path
 ) -> None:
     from kiln_verify.hf.export import export_grpo
-    from kiln_verify.hf.verify import verify_path
+    from kiln_verify.hf.export.source import ExportSource
+    from kiln_verify.hf.verify import verify_hf_path
 
     for index, bundle in enumerate(factory_run.bundles, start=1):
         outcome = export_grpo(
-            model=factory_run.model,
+            ExportSource(model=factory_run.model, input_adapter=bundle / "adapter"),
             dataset=bundle / "grpo.train.jsonl",
             name=f"step{index}",
             output=tmp_path / f"step{index}.kiln-hf.tar.gz",
-            input_adapter=bundle / "adapter",
         )
-        assert verify_path(outcome.directory).rows == 2
+        assert verify_hf_path(outcome.directory).rows == 2
 
 
 def test_openenv_replay_replays_a_step_against_the_live_environment(
@@ -200,15 +200,15 @@ def test_train_py_reproduces_the_update_of_step_one(
     from safetensors.torch import load_file
 
     from kiln_verify.hf.export import export_grpo
+    from kiln_verify.hf.export.source import ExportSource
     from tests.hf_roundtrip.conftest import run_train
 
     bundle = factory_run.bundles[0]
     outcome = export_grpo(
-        model=factory_run.model,
+        ExportSource(model=factory_run.model, input_adapter=bundle / "adapter"),
         dataset=bundle / "grpo.train.jsonl",
         name="replayed",
         output=tmp_path / "replayed.kiln-hf.tar.gz",
-        input_adapter=bundle / "adapter",
     )
     run_train(
         outcome.directory,
@@ -289,9 +289,9 @@ def test_the_recording_worker_builds_and_refuses_exactly_as_the_process_would(
     from kiln_verify.trl.worker import RecordingWorker
 
     base = BaseModel(factory_run.model)
-    worker = RecordingWorker(base.replay_sources())
+    worker = RecordingWorker(base.rerender_sources())
     job = factory_run.jobs[0]
-    here = grpo_rows(job.completions, replay=base.replay(), **job.options)
+    here = grpo_rows(job.completions, rerender=base.rerender(), **job.options)
     there = worker.corpus(job.completions, job.options).result()
     assert there == here == (factory_run.bundles[0] / "grpo.train.jsonl").read_bytes()
 
@@ -301,7 +301,7 @@ def test_the_recording_worker_builds_and_refuses_exactly_as_the_process_would(
     )
     bad = [tampered, *job.completions[1:]]
     with pytest.raises(TrlRecordingFailed) as in_process:
-        grpo_rows(bad, replay=base.replay(), **job.options)
+        grpo_rows(bad, rerender=base.rerender(), **job.options)
     with pytest.raises(TrlRecordingFailed) as in_worker:
         worker.corpus(bad, job.options).result()
     assert str(in_worker.value) == str(in_process.value)

@@ -31,7 +31,7 @@ from kiln_verify.trl.identity import BaseModel
 from kiln_verify.trl.worker import RecordingWorker
 
 print("top level ran", flush=True)
-worker = RecordingWorker(BaseModel(sys.argv[1]).replay_sources())
+worker = RecordingWorker(BaseModel(sys.argv[1]).rerender_sources())
 options = {"group_size": 2, "stop_ids": frozenset(), "behavior": None, "tokenizer": {},
            "invocation": {}, "sampling": {}}
 print("corpus", worker.corpus([], options).result(), flush=True)

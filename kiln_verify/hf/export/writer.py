@@ -22,29 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from kiln_verify.core.digest import hash_file, identify, sha256_bytes
-from kiln_verify.core.jsonio import loads, loads_object
-from kiln_verify.core.paths import open_regular
+from kiln_verify.core.digest import identify, sha256_bytes
 from kiln_verify.core.publish import staged_directory
 from kiln_verify.core.publish_group import recover_group, staged_group
 from kiln_verify.core.safe_tar import write_tar_gz
-from kiln_verify.errors import (
-    HfExportInvalid,
-    HfIdentityMismatch,
-    HfTrainingTemplateUnderivable,
-    TargetExists,
-    UsageError,
-)
+from kiln_verify.errors import HfExportInvalid, HfIdentityMismatch, TargetExists, UsageError
 from kiln_verify.hf.bundle_files import ARCHIVE_SUFFIX, BUNDLE_SUFFIX, EXPORT_MANIFEST
 from kiln_verify.hf.export.model_dir import ModelSnapshot
 from kiln_verify.hf.export.sft import ingest_sft_file, token_checker
-from kiln_verify.hf.export.template import (
-    check_training_template,
-    derive_training_template,
-    has_generation_blocks,
-    native_training_template,
-)
-from kiln_verify.hf.grpo_scan import GrpoBinding, behaviour_adapter, scan_grpo_corpus
+from kiln_verify.hf.export.source import ExportSource, InputAdapter
+from kiln_verify.hf.grpo_scan import GrpoBinding, scan_grpo_corpus
 from kiln_verify.hf.manifest import (
     ExecutionProvenance,
     ExportManifest,
@@ -53,15 +40,9 @@ from kiln_verify.hf.manifest import (
     document_bytes,
 )
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
-from kiln_verify.hf.replay import TokenReplay
-from kiln_verify.hf.runner import environment_lock, reference_script
-from kiln_verify.hf.verify import BundleReport, verify_archive, verify_bundle
-from kiln_verify.limits import (
-    MAX_ADAPTER_CONFIG_BYTES,
-    MAX_CHAT_TEMPLATE_BYTES,
-    MAX_MODEL_FILE_BYTES,
-    MAX_SPLIT_MANIFEST_BYTES,
-)
+from kiln_verify.hf.rerender import TokenRerender
+from kiln_verify.hf.verify import HfBundleReport, verify_hf_archive, verify_hf_bundle
+from kiln_verify.limits import MAX_MODEL_FILE_BYTES
 
 __all__ = [
     "EXPORT_NAME_PATTERN",
@@ -79,7 +60,7 @@ EXPORT_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 class ExportOutcome:
     directory: Path
     archive: Path
-    report: BundleReport
+    report: HfBundleReport
 
 
 def plan_targets(name: str, output: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -106,111 +87,16 @@ def plan_targets(name: str, output: str | os.PathLike[str]) -> tuple[Path, Path]
     return directory, archive
 
 
-def _read_small(path: str | os.PathLike[str], max_bytes: int, what: str) -> bytes:
-    with open_regular(path) as fd, os.fdopen(os.dup(fd), "rb") as stream:
-        data = stream.read(max_bytes + 1)
-    if not data or len(data) > max_bytes:
-        raise HfExportInvalid(f"{what} is empty or larger than {max_bytes} bytes", path=str(path))
-    return data
-
-
-def _templates(
-    snapshot: ModelSnapshot, training_template: str | os.PathLike[str] | None
-) -> tuple[bytes, bytes]:
-    """(TRL template, native template) bytes."""
-    try:
-        inference = snapshot.chat_template.decode("utf-8")
-    except UnicodeDecodeError:
-        raise HfExportInvalid("the chat template is not UTF-8") from None
-    if training_template is None:
-        trl = derive_training_template(inference)
-    else:
-        raw = _read_small(training_template, MAX_CHAT_TEMPLATE_BYTES, "--training-template")
-        try:
-            trl = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise HfTrainingTemplateUnderivable(
-                "--training-template is not UTF-8", path=str(training_template)
-            ) from None
-        if not has_generation_blocks(trl):
-            raise HfTrainingTemplateUnderivable(
-                "--training-template has no {% generation %} ... {% endgeneration %} blocks",
-                path=str(training_template),
-            )
-        check_training_template(trl, inference, derived=False)
-    return trl.encode("utf-8"), native_training_template(trl).encode("utf-8")
-
-
-@dataclass(frozen=True)
-class _Adapter:
-    name: str
-    files: dict[str, Path]
-
-    def behaviour_identity(self) -> dict[str, str]:
-        def ident(relative: str) -> FileIdentity:
-            found = hash_file(self.files[relative], max_bytes=MAX_MODEL_FILE_BYTES)
-            return FileIdentity(
-                relative_path=relative, size_bytes=found.size_bytes, sha256=str(found.sha256)
-            )
-
-        return behaviour_adapter(
-            self.name,
-            ident("input_adapter/adapter_model.safetensors"),
-            ident("input_adapter/adapter_config.json"),
-        )
-
-
-def _input_adapter(directory: str | os.PathLike[str] | None) -> _Adapter | None:
-    if directory is None:
-        return None
-    root = Path(directory)
-    if not root.is_dir() or root.is_symlink():
-        raise HfExportInvalid("--input-adapter is not a real directory", path=str(root))
-    name = root.resolve().name
-    files = {
-        "input_adapter/adapter_config.json": root / "adapter_config.json",
-        "input_adapter/adapter_model.safetensors": root / "adapter_model.safetensors",
-    }
-    config = _read_small(
-        files["input_adapter/adapter_config.json"], MAX_ADAPTER_CONFIG_BYTES, "adapter_config.json"
-    )
-    loads_object(
-        config, max_bytes=MAX_ADAPTER_CONFIG_BYTES, source=str(root / "adapter_config.json")
-    )
-    manifest = root / "adapter_manifest.json"
-    if os.path.lexists(manifest):
-        raw = _read_small(manifest, MAX_ADAPTER_CONFIG_BYTES, "adapter_manifest.json")
-        value = loads_object(raw, max_bytes=MAX_ADAPTER_CONFIG_BYTES, source=str(manifest))
-        recorded = value.get("adapter_name", name)
-        if recorded != name:
-            raise HfExportInvalid(
-                f"adapter_manifest.json names adapter {str(recorded)[:80]!r}, "
-                f"the directory is {name!r}",
-                path=str(manifest),
-            )
-        files["input_adapter/adapter_manifest.json"] = manifest
-    return _Adapter(name, files)
-
-
-def _split_manifest(path: str | os.PathLike[str] | None) -> bytes | None:
-    if path is None:
-        return None
-    data = _read_small(path, MAX_SPLIT_MANIFEST_BYTES, "--split-manifest")
-    if not isinstance(loads(data, max_bytes=MAX_SPLIT_MANIFEST_BYTES, source=str(path)), dict):
-        raise UsageError("--split-manifest must hold one JSON object", path=str(path))
-    return data
-
-
 def _write(
     directory: Path,
     archive: Path,
     files: Mapping[str, bytes | Path],
     build: Callable[[dict[str, FileIdentity]], ExportManifest],
 ) -> ExportOutcome:
-    reports: dict[str, BundleReport] = {}
+    reports: dict[str, HfBundleReport] = {}
 
     def published_check() -> None:
-        report = verify_bundle(directory)
+        report = verify_hf_bundle(directory)
         if report.export_sha256 != reports["archive"].export_sha256:
             raise HfIdentityMismatch("the published export reads back differently", path=directory)
         reports["published"] = report
@@ -236,14 +122,14 @@ def _write(
             }
             manifest = build(identities)
             stage.write_bytes(EXPORT_MANIFEST, document_bytes(manifest))
-            staged = verify_bundle(stage.path)
+            staged = verify_hf_bundle(stage.path)
             if staged.export_sha256 != manifest.export_sha256:
                 raise HfIdentityMismatch(
                     "the staged manifest reads back differently", path=stage.path
                 )
         staged_archive = group.entry(archive.name)
         write_tar_gz(staged_root, staged_archive, root_name=directory.name)
-        reports["archive"] = verify_archive(staged_archive, scratch_parent=group.path)
+        reports["archive"] = verify_hf_archive(staged_archive, scratch_parent=group.path)
         if reports["archive"].export_sha256 != manifest.export_sha256:
             raise HfIdentityMismatch(
                 "the archive does not hold the staged export", path=staged_archive
@@ -251,35 +137,12 @@ def _write(
     return ExportOutcome(directory, archive, reports["published"])
 
 
-def _fixed_files(
-    snapshot: ModelSnapshot,
-    trl: bytes,
-    native: bytes,
-    split: bytes | None,
-    adapter: _Adapter | None,
-) -> dict[str, bytes | Path]:
-    files: dict[str, bytes | Path] = {
-        "kiln_model_config.json": snapshot.model_config,
-        "tokenizer.json": snapshot.tokenizer,
-        "chat_template.jinja": snapshot.chat_template,
-        "kiln_training_chat_template.jinja": native,
-        "training_chat_template.jinja": trl,
-        "train.py": reference_script().data,
-        "requirements.lock": environment_lock().data,
-    }
-    if split is not None:
-        files["split_manifest.json"] = split
-    if adapter is not None:
-        files.update(adapter.files)
-    return files
-
-
 def _manifest_fields(
     task: str,
     snapshot: ModelSnapshot,
     ids: dict[str, FileIdentity],
     data: dict[str, Any],
-    adapter: _Adapter | None,
+    adapter: InputAdapter | None,
 ) -> dict[str, Any]:
     provenance = ExecutionProvenance.for_this_process(
         ModelProvenance(
@@ -330,23 +193,17 @@ def _create(fields: dict[str, Any]) -> ExportManifest:
 
 
 def export_sft(
+    source: ExportSource,
     *,
-    model: str | os.PathLike[str],
     dataset: str | os.PathLike[str],
     name: str,
     output: str | os.PathLike[str],
     invalid_row_policy: InvalidRowPolicy = "fail",
-    split_manifest: str | os.PathLike[str] | None = None,
-    training_template: str | os.PathLike[str] | None = None,
-    input_adapter: str | os.PathLike[str] | None = None,
-    served_model_id: str | None = None,
 ) -> ExportOutcome:
     """Export an SFT bundle (``NAME.kiln-hf/`` and ``NAME.kiln-hf.tar.gz`` beside it)."""
     directory, archive = plan_targets(name, output)
-    snapshot = ModelSnapshot.read(model, served_model_id=served_model_id)
-    trl, native = _templates(snapshot, training_template)
-    split = _split_manifest(split_manifest)
-    adapter = _input_adapter(input_adapter)
+    loaded = source.load()
+    snapshot, trl, adapter = loaded.snapshot, loaded.trl, loaded.adapter
     locator = os.path.abspath(os.fspath(dataset))
     ingestion = ingest_sft_file(
         locator,
@@ -356,7 +213,7 @@ def export_sft(
         source_locator=locator,
     )
     receipt = ingestion.receipt
-    files = _fixed_files(snapshot, trl, native, split, adapter)
+    files = loaded.files()
     files["train.jsonl"] = ingestion.dataset
     files["sft_ingestion.json"] = document_bytes(receipt)
 
@@ -383,16 +240,12 @@ def export_sft(
 
 
 def export_grpo(
+    source: ExportSource,
     *,
-    model: str | os.PathLike[str],
     dataset: str | os.PathLike[str],
     name: str,
     output: str | os.PathLike[str],
     source_name: str = "dataset_path",
-    split_manifest: str | os.PathLike[str] | None = None,
-    training_template: str | os.PathLike[str] | None = None,
-    input_adapter: str | os.PathLike[str] | None = None,
-    served_model_id: str | None = None,
 ) -> ExportOutcome:
     """Export a recorded-GRPO bundle from a canonical compact final-LF groups JSONL file.
 
@@ -402,11 +255,9 @@ def export_grpo(
     the staged copy.
     """
     directory, archive = plan_targets(name, output)
-    snapshot = ModelSnapshot.read(model, served_model_id=served_model_id)
-    trl, native = _templates(snapshot, training_template)
-    split = _split_manifest(split_manifest)
-    adapter = _input_adapter(input_adapter)
-    source = Path(os.path.abspath(os.fspath(dataset)))
+    loaded = source.load()
+    snapshot, adapter = loaded.snapshot, loaded.adapter
+    corpus = Path(os.path.abspath(os.fspath(dataset)))
     binding = GrpoBinding(
         served_model_id=snapshot.served_model_id,
         base_model_sha256=snapshot.shards.aggregate_sha256,
@@ -417,10 +268,10 @@ def export_grpo(
         },
         adapter=None if adapter is None else adapter.behaviour_identity(),
     )
-    replay = TokenReplay(snapshot.tokenizer, snapshot.chat_template)
-    scan = scan_grpo_corpus(source, binding, replay=replay)  # before anything is written
-    files = _fixed_files(snapshot, trl, native, split, adapter)
-    files["train.jsonl"] = source
+    rerender = TokenRerender(snapshot.tokenizer, snapshot.chat_template)
+    scan = scan_grpo_corpus(corpus, binding, rerender=rerender)  # before anything is written
+    files = loaded.files()
+    files["train.jsonl"] = corpus
 
     def build(ids: dict[str, FileIdentity]) -> ExportManifest:
         data: dict[str, Any] = {

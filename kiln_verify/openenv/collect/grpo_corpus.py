@@ -22,7 +22,7 @@ behaviour-policy identity and the policy's tokenizer identity.
 
 With a thinking budget, ``sampling.thinking_budget`` is ``{max_tokens, close_token_ids}``
 (the policy's :meth:`thinking_close_token_ids`). When the policy exposes its
-:class:`~kiln_verify.tokens.TokenCodec`, every multi-turn row is replayed before it is
+:class:`~kiln_verify.tokens.TokenCodec`, every multi-turn row is re-rendered before it is
 written (the check ``hf export-grpo`` makes), so a corpus the exporter would refuse is
 refused here, at collection time. Anything inexact is ``grpo_corpus_unrepresentable``.
 Rows are the canonical compact final-LF bytes ``hf export-grpo`` requires.
@@ -50,7 +50,7 @@ from kiln_verify.openenv.collect.assemble import EpisodeResult
 from kiln_verify.openenv.collect.engine import CollectedGroup, Collection
 from kiln_verify.openenv.collect.machine import Generation
 from kiln_verify.records import BehaviorPolicyIdentity
-from kiln_verify.tokens import ActionBudget, TokenCodec, replay_trajectory
+from kiln_verify.tokens import ActionBudget, TokenCodec, rerender_trajectory
 
 __all__ = ["build_grpo_corpus", "stream_provenance"]
 
@@ -106,7 +106,7 @@ def stream_provenance(
 
 
 class _Writer:
-    """Everything one corpus needs besides the groups: identities, budget, replay codec."""
+    """Everything one corpus needs besides the groups: identities, budget, re-rendering codec."""
 
     def __init__(
         self,
@@ -171,10 +171,10 @@ class _Writer:
             provenance=provenance,
         )
         if self.codec is not None:
-            self._replay(group, completion)
+            self._rerender(group, completion)
         return completion
 
-    def _replay(self, group: CollectedGroup, completion: GrpoCompletion) -> None:
+    def _rerender(self, group: CollectedGroup, completion: GrpoCompletion) -> None:
         assert self.codec is not None
         assert completion.trajectory is not None
         provenance = completion.provenance
@@ -184,7 +184,7 @@ class _Writer:
             else {}
         )
         budget = self.budget
-        replay_trajectory(
+        rerender_trajectory(
             self.codec,
             invocation,
             messages=[message.to_json() for message in group.messages],

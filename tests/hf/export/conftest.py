@@ -53,11 +53,15 @@ def sft_file(tmp_path: Path) -> Path:
 def exported(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
     """One pristine SFT export (directory), shared read-only; copy before tampering."""
     from kiln_verify.hf.export import export_sft
+    from kiln_verify.hf.export.source import ExportSource
 
     out = tmp_path_factory.mktemp("exported")
     data = out / "messages.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     outcome = export_sft(
-        model=tiny_model, dataset=data, name="base_01", output=out / "base_01.kiln-hf.tar.gz"
+        ExportSource(model=tiny_model),
+        dataset=data,
+        name="base_01",
+        output=out / "base_01.kiln-hf.tar.gz",
     )
     return outcome.directory

@@ -39,7 +39,7 @@ from kiln_verify.hf.envelope import (
     write_envelope_archive,
 )
 from kiln_verify.hf.manifest import FileIdentity, document_bytes, read_export
-from kiln_verify.hf.verify import bundle_rules, verify_path
+from kiln_verify.hf.verify import bundle_rules, verify_hf_path
 from kiln_verify.limits import MAX_IMPORT_ARTIFACT_BYTES
 from tests.hf.export.archive_kit import Member, bundle_members, tar_gz
 from tests.hf.export.kit import complete_bundle
@@ -135,7 +135,7 @@ def test_legitimate_archive_writes_exactly_its_files(
     archive = tmp_path / (ROOT + ".tar.gz")
     archive.write_bytes(tar_gz(legit))
     writes.total = 0
-    assert verify_path(archive).kind == "pristine"
+    assert verify_hf_path(archive).kind == "pristine"
     assert writes.total == _size(legit)
     print(f"\nlegitimate bundle: {_size(legit)} bytes in {len(legit)} entries")
 
@@ -276,7 +276,7 @@ def test_a_resealed_manifest_bounds_what_is_written(
     archive.write_bytes(tar_gz(members))
     writes.total = 0
     with pytest.raises(KilnError) as caught:
-        verify_path(archive)
+        verify_hf_path(archive)
     assert caught.value.code == "record_invalid"
     assert writes.total == _size(members)
     members.append(Member(f"{ROOT}/train.jsonl", zeros=BOMB))  # and a duplicate on top

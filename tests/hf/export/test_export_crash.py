@@ -24,14 +24,15 @@ import pytest
 from kiln_verify.core.publish_group import JOURNAL
 from kiln_verify.errors import TargetExists
 from kiln_verify.hf.export import export_sft
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.export.source import ExportSource
+from kiln_verify.hf.verify import verify_hf_path
 from tests.core.crashkit import calibrate, run_child, spawn
 
 NAME = "crash_01"
 CHILD = r"""
 import sys
 from kiln_verify.core import publish_group
-from kiln_verify.hf.export import export_sft
+from kiln_verify.hf.export import ExportSource, export_sft
 real_journal = publish_group._write_journal
 def journal(*args):
     mark()
@@ -39,7 +40,7 @@ def journal(*args):
 publish_group._write_journal = journal
 model, data, output = sys.argv[1:4]
 print("go", flush=True)
-export_sft(model=model, dataset=data, name="crash_01", output=output)
+export_sft(ExportSource(model=model), dataset=data, name="crash_01", output=output)
 """
 TARGETS = {NAME + ".kiln-hf", NAME + ".kiln-hf.tar.gz"}
 
@@ -49,7 +50,7 @@ def state(parent: Path) -> str:
     names = set(os.listdir(parent))
     published = names & TARGETS
     for name in published:
-        assert verify_path(parent / name).rows == 2, name  # never partial
+        assert verify_hf_path(parent / name).rows == 2, name  # never partial
     stages = {n for n in names if n.startswith(f".{NAME}.kiln-hf.staging-")}
     rest = names - published - stages
     assert all(n.startswith(f".{NAME}.kiln-hf.creating-") for n in rest), rest
@@ -65,16 +66,17 @@ def rerun(parent: Path, model: Path, data: Path, found: str) -> None:
     output = parent / (NAME + ".kiln-hf.tar.gz")
     if found == "complete":
         with pytest.raises(TargetExists):
-            export_sft(model=model, dataset=data, name=NAME, output=output)
+            export_sft(ExportSource(model=model), dataset=data, name=NAME, output=output)
     else:
-        outcome = export_sft(model=model, dataset=data, name=NAME, output=output)
+        outcome = export_sft(ExportSource(model=model), dataset=data, name=NAME, output=output)
         assert outcome.report.rows == 2
     names = set(os.listdir(parent))
     assert names >= TARGETS
     leftovers = names - TARGETS
     assert all(n.startswith(f".{NAME}.kiln-hf.creating-") for n in leftovers), leftovers
     assert (
-        verify_path(output).export_sha256 == verify_path(parent / (NAME + ".kiln-hf")).export_sha256
+        verify_hf_path(output).export_sha256
+        == verify_hf_path(parent / (NAME + ".kiln-hf")).export_sha256
     )
 
 

@@ -18,8 +18,9 @@ from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.jsonio import dumps_compact
 from kiln_verify.errors import HfGrpoCorpusInvalid, KilnError
 from kiln_verify.hf.export import export_grpo
+from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.manifest import GrpoGroup, grpo_corpus_sha256, grpo_row_bytes, read_export
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.verify import verify_hf_path
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
 
 
@@ -61,7 +62,7 @@ def test_export_grpo_round_trip(tmp_path: Path, tiny_model: Path) -> None:
     )
     assert (bundle / "train.jsonl").read_bytes() == corpus.read_bytes()
     assert not (bundle / "sft_ingestion.json").exists()
-    assert verify_path(archive).task == "grpo"
+    assert verify_hf_path(archive).task == "grpo"
     env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"}
     run = subprocess.run(
         [
@@ -93,7 +94,12 @@ def _refused(
     else:
         corpus.write_bytes(raw)
     with pytest.raises(KilnError) as caught:
-        export_grpo(model=model, dataset=corpus, name="x", output=tmp_path / "x.kiln-hf.tar.gz")
+        export_grpo(
+            ExportSource(model=model),
+            dataset=corpus,
+            name="x",
+            output=tmp_path / "x.kiln-hf.tar.gz",
+        )
     assert sorted(os.listdir(tmp_path)) == ["c.jsonl"]  # nothing written
     return caught.value
 

@@ -21,10 +21,11 @@ from kiln_verify.errors import (
 )
 from kiln_verify.hf.digests import sft_parsed_row_digest, sft_raw_row_digest
 from kiln_verify.hf.export import export_sft
+from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.export.template import has_generation_blocks
 from kiln_verify.hf.manifest import read_export, read_sft_ingestion
 from kiln_verify.hf.runner import environment_lock, reference_script
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.verify import verify_hf_path
 
 from .conftest import ROWS
 
@@ -142,7 +143,7 @@ def test_archive_is_deterministic(tmp_path: Path, tiny_model: Path, sft_file: Pa
     for where in ("a", "b"):
         (tmp_path / where).mkdir()
         outcome = export_sft(
-            model=tiny_model,
+            ExportSource(model=tiny_model),
             dataset=sft_file,
             name="same",
             output=tmp_path / where / "same.kiln-hf.tar.gz",
@@ -156,15 +157,15 @@ def test_existing_targets_are_never_replaced(
     tmp_path: Path, tiny_model: Path, sft_file: Path
 ) -> None:
     archive = tmp_path / "n.kiln-hf.tar.gz"
-    export_sft(model=tiny_model, dataset=sft_file, name="n", output=archive)
+    export_sft(ExportSource(model=tiny_model), dataset=sft_file, name="n", output=archive)
     before = archive.read_bytes()
     with pytest.raises(TargetExists):
-        export_sft(model=tiny_model, dataset=sft_file, name="n", output=archive)
+        export_sft(ExportSource(model=tiny_model), dataset=sft_file, name="n", output=archive)
     assert archive.read_bytes() == before
     # the directory alone also blocks an export
     archive.unlink()
     with pytest.raises(TargetExists):
-        export_sft(model=tiny_model, dataset=sft_file, name="n", output=archive)
+        export_sft(ExportSource(model=tiny_model), dataset=sft_file, name="n", output=archive)
     assert not archive.exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
@@ -177,7 +178,12 @@ def test_name_and_output_are_checked_first(
     tmp_path: Path, tiny_model: Path, sft_file: Path, name: str, output: str
 ) -> None:
     with pytest.raises(UsageError):
-        export_sft(model=tiny_model, dataset=sft_file, name=name, output=tmp_path / output)
+        export_sft(
+            ExportSource(model=tiny_model),
+            dataset=sft_file,
+            name=name,
+            output=tmp_path / output,
+        )
     assert os.listdir(tmp_path) == [sft_file.name]
 
 
@@ -197,7 +203,12 @@ def test_fail_policy_stops_at_the_first_bad_row(
     data = tmp_path / "d.jsonl"
     data.write_bytes(json.dumps(ROWS[0]).encode() + b"\n\n" + line)
     with pytest.raises(HfSftRowRejected) as caught:
-        export_sft(model=tiny_model, dataset=data, name="f", output=tmp_path / "f.kiln-hf.tar.gz")
+        export_sft(
+            ExportSource(model=tiny_model),
+            dataset=data,
+            name="f",
+            output=tmp_path / "f.kiln-hf.tar.gz",
+        )
     assert caught.value.line == 2  # blank lines are not rows
     assert reason in caught.value.rule
     assert sorted(os.listdir(tmp_path)) == ["d.jsonl"]
@@ -211,7 +222,7 @@ def test_skip_policy_records_every_rejected_row(tmp_path: Path, tiny_model: Path
     data = tmp_path / "d.jsonl"
     data.write_bytes(b"".join(lines))
     outcome = export_sft(
-        model=tiny_model,
+        ExportSource(model=tiny_model),
         dataset=data,
         name="s",
         output=tmp_path / "s.kiln-hf.tar.gz",
@@ -227,7 +238,7 @@ def test_skip_policy_records_every_rejected_row(tmp_path: Path, tiny_model: Path
     assert export.data.sft_selection is not None
     assert export.data.sft_selection.invalid_row_policy == "skip"
     assert export.data.row_count == 2
-    assert verify_path(outcome.archive).rows == 2
+    assert verify_hf_path(outcome.archive).rows == 2
     run = _runner(outcome.directory, tiny_model)
     assert run.returncode == 0, run.stderr
 
@@ -237,7 +248,7 @@ def test_no_kept_row_is_an_error(tmp_path: Path, tiny_model: Path) -> None:
     data.write_bytes(BAD_ROWS[1][1])
     with pytest.raises(HfSftRowRejected, match="no row was kept"):
         export_sft(
-            model=tiny_model,
+            ExportSource(model=tiny_model),
             dataset=data,
             name="z",
             output=tmp_path / "z.kiln-hf.tar.gz",
@@ -253,7 +264,10 @@ def test_underivable_template_names_the_flag(
     )
     with pytest.raises(HfTrainingTemplateUnderivable) as caught:
         export_sft(
-            model=model_dir, dataset=sft_file, name="t", output=tmp_path / "t.kiln-hf.tar.gz"
+            ExportSource(model=model_dir),
+            dataset=sft_file,
+            name="t",
+            output=tmp_path / "t.kiln-hf.tar.gz",
         )
     assert "--training-template" in str(caught.value)
 
@@ -282,11 +296,10 @@ def test_underivable_template_names_the_flag(
         "{% endif %}{{ '\\n' }}{% endfor %}"
     )
     outcome = export_sft(
-        model=model_dir,
+        ExportSource(model=model_dir, training_template=training),
         dataset=sft_file,
         name="t",
         output=tmp_path / "t.kiln-hf.tar.gz",
-        training_template=training,
     )
     assert (
         outcome.directory / "training_chat_template.jinja"
@@ -300,11 +313,10 @@ def test_training_template_must_mark_assistant_replies(
     plain.write_text((tiny_model / "chat_template.jinja").read_text())
     with pytest.raises(HfTrainingTemplateUnderivable, match="generation"):
         export_sft(
-            model=tiny_model,
+            ExportSource(model=tiny_model, training_template=plain),
             dataset=sft_file,
             name="p",
             output=tmp_path / "p.kiln-hf.tar.gz",
-            training_template=plain,
         )
 
 
@@ -318,12 +330,10 @@ def test_split_manifest_and_input_adapter_are_bound(
     (adapter / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 2}')
     (adapter / "adapter_model.safetensors").write_bytes(b"weights")
     outcome = export_sft(
-        model=tiny_model,
+        ExportSource(model=tiny_model, input_adapter=adapter, split_manifest=split),
         dataset=sft_file,
         name="o",
         output=tmp_path / "o.kiln-hf.tar.gz",
-        split_manifest=split,
-        input_adapter=adapter,
     )
     export = read_export((outcome.directory / "kiln_hf_export.json").read_bytes())
     assert export.data.split_manifest is not None
@@ -335,7 +345,7 @@ def test_split_manifest_and_input_adapter_are_bound(
         "input_adapter/adapter_config.json",
         "input_adapter/adapter_model.safetensors",
     }
-    assert verify_path(outcome.archive).files == 13
+    assert verify_hf_path(outcome.archive).files == 13
 
 
 def test_split_manifest_must_be_an_object(tmp_path: Path, tiny_model: Path, sft_file: Path) -> None:
@@ -343,9 +353,8 @@ def test_split_manifest_must_be_an_object(tmp_path: Path, tiny_model: Path, sft_
     split.write_text("[1]")
     with pytest.raises(UsageError):
         export_sft(
-            model=tiny_model,
+            ExportSource(model=tiny_model, split_manifest=split),
             dataset=sft_file,
             name="o",
             output=tmp_path / "o.kiln-hf.tar.gz",
-            split_manifest=split,
         )

@@ -17,6 +17,7 @@ from kiln_verify.cli import app
 from kiln_verify.core.digest import hash_file
 from kiln_verify.errors import KilnError
 from kiln_verify.hf.export import export_grpo
+from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.manifest import (
     ExportManifest,
     GrpoGroup,
@@ -24,7 +25,7 @@ from kiln_verify.hf.manifest import (
     grpo_corpus_sha256,
     read_export,
 )
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.verify import verify_hf_path
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
 
 PROMPT = "hf_grpo_prompt_replay_mismatch"
@@ -38,7 +39,10 @@ def good(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Pa
     groups = synthetic_groups(tiny_model, 2)
     corpus = write_groups(out / "groups.jsonl", groups)
     outcome = export_grpo(
-        model=tiny_model, dataset=corpus, name="g", output=out / "g.kiln-hf.tar.gz"
+        ExportSource(model=tiny_model),
+        dataset=corpus,
+        name="g",
+        output=out / "g.kiln-hf.tar.gz",
     )
     return outcome.directory, groups
 
@@ -108,7 +112,10 @@ def test_export_refuses_unreplayable_corpus(
     corpus = write_groups(tmp_path / "c.jsonl", mutate(good[1]))
     with pytest.raises(KilnError) as caught:
         export_grpo(
-            model=tiny_model, dataset=corpus, name="x", output=tmp_path / "x.kiln-hf.tar.gz"
+            ExportSource(model=tiny_model),
+            dataset=corpus,
+            name="x",
+            output=tmp_path / "x.kiln-hf.tar.gz",
         )
     assert caught.value.code == code, label
     assert caught.value.line == line
@@ -139,10 +146,10 @@ def test_verify_refuses_resealed_unreplayable_corpus(
 ) -> None:
     bundle = Path(shutil.copytree(good[0], tmp_path / "g.kiln-hf"))
     _reseal(bundle, good[1])  # the control: resealing the same corpus still verifies
-    assert verify_path(bundle).task == "grpo"
+    assert verify_hf_path(bundle).task == "grpo"
     _reseal(bundle, mutate(good[1]))
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert caught.value.code == code, label
     assert caught.value.line == line
     assert caught.value.path == str(bundle / "train.jsonl")
@@ -156,9 +163,12 @@ def test_a_one_action_trajectory_replays(tmp_path: Path, tiny_model: Path,
     """A trajectory holding exactly the decoded completion is a valid one-action stream."""
     corpus = write_groups(tmp_path / "c.jsonl", _trajectory(good[1]))
     outcome = export_grpo(
-        model=tiny_model, dataset=corpus, name="t", output=tmp_path / "t.kiln-hf.tar.gz"
+        ExportSource(model=tiny_model),
+        dataset=corpus,
+        name="t",
+        output=tmp_path / "t.kiln-hf.tar.gz",
     )
-    assert verify_path(outcome.directory).task == "grpo"
+    assert verify_hf_path(outcome.directory).task == "grpo"
 
 
 @pytest.mark.parametrize("module", ["tokenizers", "transformers.utils.chat_template_utils"])
@@ -167,5 +177,5 @@ def test_verify_fails_closed_without_replay_packages(
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # importing it raises ImportError
     with pytest.raises(KilnError) as caught:
-        verify_path(good[0])
+        verify_hf_path(good[0])
     assert caught.value.code == "hf_token_replay_unavailable"

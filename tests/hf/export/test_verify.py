@@ -26,7 +26,7 @@ from kiln_verify.hf.manifest import (
     document_bytes,
     read_export,
 )
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.verify import verify_hf_path
 from tests.hf.export.kit import complete_bundle
 
 
@@ -48,7 +48,7 @@ def test_every_byte_flip_is_rejected(exported: Path, tmp_path: Path) -> None:
         data[len(data) // 2] ^= 0x01
         path.write_bytes(bytes(data))
         with pytest.raises(KilnError) as caught:
-            verify_path(bundle)
+            verify_hf_path(bundle)
         if name == "kiln_hf_export.json":
             assert caught.value.code in {"digest_mismatch", "json_syntax", "record_invalid"}
         else:
@@ -61,7 +61,7 @@ def test_a_truncated_artifact_is_a_size_mismatch(exported: Path, tmp_path: Path)
     path = bundle / "train.jsonl"
     path.write_bytes(path.read_bytes()[:-1])
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert caught.value.code == "size_mismatch"
 
 
@@ -70,7 +70,7 @@ def test_every_missing_file_is_rejected(exported: Path, tmp_path: Path) -> None:
         bundle = _copy(exported, tmp_path, f"miss{index}.kiln-hf")
         (bundle / name).unlink()
         with pytest.raises(HfBundleMissingFile) as caught:
-            verify_path(bundle)
+            verify_hf_path(bundle)
         assert caught.value.path == str(bundle / name)
 
 
@@ -83,7 +83,7 @@ def test_every_extra_file_is_rejected(exported: Path, tmp_path: Path, extra: str
     (bundle / extra).parent.mkdir(exist_ok=True)
     (bundle / extra).write_text("x")
     with pytest.raises(HfBundleExtraFile) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     if extra == "kiln_hf_result.json":
         assert caught.value.hint is not None
         assert "--completed" in caught.value.hint
@@ -93,38 +93,38 @@ def test_links_and_empty_directories_are_refused(exported: Path, tmp_path: Path)
     bundle = _copy(exported, tmp_path)
     (bundle / "empty").mkdir()
     with pytest.raises(HfBundleExtraFile):
-        verify_path(bundle)
+        verify_hf_path(bundle)
     (bundle / "empty").rmdir()
     (bundle / "train.jsonl").rename(tmp_path / "moved.jsonl")
     (bundle / "train.jsonl").symlink_to(tmp_path / "moved.jsonl")
     with pytest.raises(PathSymlink):
-        verify_path(bundle)
+        verify_hf_path(bundle)
 
 
 def test_completed_bundle(exported: Path, tmp_path: Path) -> None:
     bundle = _copy(exported, tmp_path)
     result = complete_bundle(bundle)
-    report = verify_path(bundle, completed=True)
+    report = verify_hf_path(bundle, completed=True)
     assert report.kind == "completed"
     assert report.result_sha256 == result.result_sha256
     assert report.used_exported_reference_script is True
     assert report.files == 14
     with pytest.raises(HfBundleExtraFile):
-        verify_path(bundle)  # a pristine check refuses the result files
+        verify_hf_path(bundle)  # a pristine check refuses the result files
     for name in RESULT_FILES:
         broken = _copy(bundle, tmp_path, f"c-{name}.kiln-hf")
         data = bytearray((broken / name).read_bytes())
         data[len(data) // 2] ^= 0x01
         (broken / name).write_bytes(bytes(data))
         with pytest.raises(KilnError) as caught:
-            verify_path(broken, completed=True)
+            verify_hf_path(broken, completed=True)
         expected = {"digest_mismatch", "json_syntax", "record_invalid"}
         assert caught.value.code in (expected if name.endswith(".json") else {"digest_mismatch"})
         (broken / name).unlink()
         with pytest.raises(HfBundleMissingFile):
-            verify_path(broken, completed=True)
+            verify_hf_path(broken, completed=True)
     with pytest.raises(HfBundleMissingFile):
-        verify_path(exported, completed=True)
+        verify_hf_path(exported, completed=True)
 
 
 def test_completed_adapter_structure_is_checked(exported: Path, tmp_path: Path) -> None:
@@ -133,13 +133,13 @@ def test_completed_adapter_structure_is_checked(exported: Path, tmp_path: Path) 
     bundle = _copy(exported, tmp_path)
     complete_bundle(bundle, shape_rank=3)
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle, completed=True)
+        verify_hf_path(bundle, completed=True)
     assert caught.value.code == "adapter_unloadable"
     assert caught.value.path == str(bundle / "adapter_model.safetensors")
     archive = tmp_path / "b.kiln-hf.tar.gz"
     write_tar_gz(bundle, archive, root_name="b.kiln-hf")
     with pytest.raises(KilnError) as caught:
-        verify_path(archive, completed=True)
+        verify_hf_path(archive, completed=True)
     assert caught.value.code == "adapter_unloadable"
 
 
@@ -147,7 +147,7 @@ def test_result_must_name_this_export(exported: Path, tmp_path: Path) -> None:
     bundle = _copy(exported, tmp_path)
     complete_bundle(bundle, export_sha256="sha256:" + "1" * 64)
     with pytest.raises(HfIdentityMismatch):
-        verify_path(bundle, completed=True)
+        verify_hf_path(bundle, completed=True)
 
 
 def test_resealed_manifest_cannot_hide_a_changed_row(exported: Path, tmp_path: Path) -> None:
@@ -164,23 +164,23 @@ def test_resealed_manifest_cannot_hide_a_changed_row(exported: Path, tmp_path: P
     forged = export.model_copy(update={"data": data}).sealed()
     (bundle / "kiln_hf_export.json").write_bytes(document_bytes(forged))
     with pytest.raises(HfIdentityMismatch) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert caught.value.line == 1
 
 
 def test_archives(exported: Path, tmp_path: Path) -> None:
     archive = tmp_path / "b.kiln-hf.tar.gz"
     write_tar_gz(exported, archive, root_name="b.kiln-hf")
-    assert verify_path(archive).kind == "pristine"
+    assert verify_hf_path(archive).kind == "pristine"
     renamed = tmp_path / "c.kiln-hf.tar.gz"
     shutil.copy(archive, renamed)
     with pytest.raises(KilnError) as caught:
-        verify_path(renamed)  # the root must be the name the file carries
+        verify_hf_path(renamed)  # the root must be the name the file carries
     assert caught.value.code == "archive_root_invalid"
     odd = tmp_path / "b.tgz"
     shutil.copy(archive, odd)
     with pytest.raises(UsageError):
-        verify_path(odd)
+        verify_hf_path(odd)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 

@@ -1,6 +1,6 @@
 """One open, one truth in `hf verify` (issue 14.6).
 
-`verify_bundle` hashes every declared file (`core.digest.verify`), then reads some of them
+`verify_hf_bundle` hashes every declared file (`core.digest.verify`), then reads some of them
 again for their content checks: the SFT ingestion receipt, the rows of `train.jsonl`, the
 TRL training template (and, for GRPO, the tokenizer and inference template the token
 replay uses). Each second read must prove it read the hashed bytes. Here the file is
@@ -22,7 +22,7 @@ from kiln_verify.core.digest import verify as digest_verify
 from kiln_verify.errors import KilnError
 from kiln_verify.hf import verify as hf_verify
 from kiln_verify.hf.bundle_files import read_identified
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.verify import verify_hf_path
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -51,7 +51,7 @@ def test_a_file_swapped_after_hashing_is_refused(
     canonical and bound in order by the receipt's row hashes, so no other bytes could pass
     its content check: the digest proof there is a second line of defence.)"""
     bundle = Path(shutil.copytree(exported, tmp_path / "b.kiln-hf"))
-    verify_path(bundle)
+    verify_hf_path(bundle)
     target = bundle / relative
     changed = change(target.read_bytes())
     original = digest_verify
@@ -65,7 +65,7 @@ def test_a_file_swapped_after_hashing_is_refused(
 
     monkeypatch.setattr(hf_verify, "verify", verify_then_swap)
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert swapped == [relative]
     assert caught.value.code == "digest_mismatch"
     assert "changed after its identity was checked" in caught.value.rule

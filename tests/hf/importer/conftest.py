@@ -66,6 +66,7 @@ def train(bundle: Path, model: Path) -> None:
 @pytest.fixture(scope="session")
 def completed(tmp_path_factory: pytest.TempPathFactory) -> Completed:
     from kiln_verify.hf.export import export_sft
+    from kiln_verify.hf.export.source import ExportSource
     from tests.openenv.policy.tiny_model import build_tiny_model
 
     root = tmp_path_factory.mktemp("hf_import")
@@ -73,7 +74,10 @@ def completed(tmp_path_factory: pytest.TempPathFactory) -> Completed:
     data = root / "messages.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     outcome = export_sft(
-        model=model, dataset=data, name="sft_01", output=root / "sft_01.kiln-hf.tar.gz"
+        ExportSource(model=model),
+        dataset=data,
+        name="sft_01",
+        output=root / "sft_01.kiln-hf.tar.gz",
     )
     train(outcome.directory, model)
     return Completed(model, outcome.directory)

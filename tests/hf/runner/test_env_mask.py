@@ -20,6 +20,7 @@ pytest.importorskip("trl")
 pytest.importorskip("peft")
 
 from kiln_verify.hf.export import export_grpo
+from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.runner import train
 from kiln_verify.testing.tiny_model import THINKING_CHAT_TEMPLATE, build_tiny_model
 from tests.hf.grpo_corpus import write_groups
@@ -31,8 +32,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, train.Group
     root = tmp_path_factory.mktemp("mask")
     model = build_tiny_model(root / "model", THINKING_CHAT_TEMPLATE)
     groups = stream_groups(model, 2, thinking=True, budget=2)
-    outcome = export_grpo(model=model, dataset=write_groups(root / "g.jsonl", groups),
-                          name="m", output=root / "m.kiln-hf.tar.gz")  # fmt: skip
+    outcome = export_grpo(
+        ExportSource(model=model),
+        dataset=write_groups(root / "g.jsonl", groups),
+        name="m",
+        output=root / "m.kiln-hf.tar.gz",
+    )  # fmt: skip
     args = train.build_parser().parse_args([
         str(outcome.directory), "--base-model", str(model), "--beta", "0", "--dtype", "float32",
         "--lora-rank", "2", "--target-modules", "q_proj,in_proj_qkv", "--batch-size", "1",

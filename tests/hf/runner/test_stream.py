@@ -22,13 +22,14 @@ import pytest
 from kiln_verify.core.digest import hash_file, sha256_bytes
 from kiln_verify.errors import KilnError
 from kiln_verify.hf.export import export_grpo
+from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.manifest import ExportManifest, document_bytes, read_export
 from kiln_verify.hf.runner import train
-from kiln_verify.hf.verify import verify_path
+from kiln_verify.hf.verify import verify_hf_path
 from kiln_verify.testing.tiny_model import CHAT_TEMPLATE, THINKING_CHAT_TEMPLATE
-from tests.tokens.test_stream_replay import MUTATIONS
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
 from tests.tokens.stream_corpus import stream_groups
+from tests.tokens.test_stream_replay import MUTATIONS
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("jinja2")
@@ -101,7 +102,7 @@ def good(tmp_path_factory: pytest.TempPathFactory, thinking_model: Path) -> tupl
     out = tmp_path_factory.mktemp("stream")
     groups = stream_groups(thinking_model, 2, thinking=True, budget=2)
     outcome = export_grpo(
-        model=thinking_model,
+        ExportSource(model=thinking_model),
         dataset=write_groups(out / "g.jsonl", groups),
         name="s",
         output=out / "s.kiln-hf.tar.gz",
@@ -112,7 +113,7 @@ def good(tmp_path_factory: pytest.TempPathFactory, thinking_model: Path) -> tupl
 def test_a_valid_multi_turn_bundle_passes_both(
     good: tuple[Path, Groups], thinking_model: Path
 ) -> None:
-    assert verify_path(good[0]).rows == 2
+    assert verify_hf_path(good[0]).rows == 2
     run = verify_only(good[0], thinking_model)
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout)["status"] == "verified"
@@ -126,7 +127,7 @@ def test_each_tampering_is_refused_by_both(
     bundle = Path(shutil.copytree(good[0], tmp_path / "s.kiln-hf"))
     reseal_raw(bundle, mutate(good[1]))
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert caught.value.code == code, label
     run = verify_only(bundle, thinking_model)
     assert run.returncode == 2, (label, run.stderr[-2000:])
@@ -140,7 +141,7 @@ def test_a_template_that_rewrites_history_is_refused_by_both(
 ) -> None:
     assert (tiny_model / "chat_template.jinja").read_text() == CHAT_TEMPLATE
     outcome = export_grpo(
-        model=tiny_model,
+        ExportSource(model=tiny_model),
         dataset=write_groups(tmp_path / "one.jsonl", synthetic_groups(tiny_model, 2)),
         name="p",
         output=tmp_path / "p.kiln-hf.tar.gz",
@@ -153,7 +154,7 @@ def test_a_template_that_rewrites_history_is_refused_by_both(
     bundle = Path(shutil.copytree(outcome.directory, tmp_path / "q.kiln-hf"))
     reseal_raw(bundle, groups)
     with pytest.raises(KilnError) as caught:
-        verify_path(bundle)
+        verify_hf_path(bundle)
     assert caught.value.code == "chat_template_not_prefix_preserving"
     run = verify_only(bundle, tiny_model)
     assert run.returncode == 2

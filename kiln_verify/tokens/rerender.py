@@ -1,6 +1,6 @@
-"""Replay a recorded trajectory stream and name the first thing that is not the rule's.
+"""Re-render a recorded trajectory stream and name the first thing that is not the rule's.
 
-Walking the actions in order, the replay knows where each action must start (right after
+Walking the actions in order, the re-rendering knows where each action must start (right after
 the prompt, then right after the previous environment tokens) and takes its extent from the
 recorded action positions (a maximal run). Each piece is then checked against
 :mod:`kiln_verify.tokens.stream`, and a failure is classified so that every kind of
@@ -23,7 +23,7 @@ forced tokens that the budget did not force                    ``token_stream_fo
 the trajectory has no stream (no leading assistant action)     ``token_stream_unrenderable``
 =============================================================  ================================
 
-When an action's run does not decode to its segment, the replay looks for the extent that
+When an action's run does not decode to its segment, the re-rendering looks for the extent that
 would (the shortest run that spells the segment and is followed by the expected
 environment tokens): found earlier, the run swallowed environment tokens; found later, the
 recorded boundary stops short; not found, the text itself differs.
@@ -52,7 +52,7 @@ from kiln_verify.tokens.stream import (
     next_turn,
 )
 
-__all__ = ["ActionBudget", "Segment", "replay_trajectory"]
+__all__ = ["ActionBudget", "Segment", "rerender_trajectory"]
 
 
 class Segment(Protocol):
@@ -78,7 +78,7 @@ def _run_end(actions: Mapping[int, str], start: int, length: int) -> int:
     return end
 
 
-def replay_trajectory(
+def rerender_trajectory(
     codec: TokenCodec,
     invocation: Mapping[str, Any],
     *,
@@ -91,7 +91,7 @@ def replay_trajectory(
     where: str,
 ) -> None:
     """Raise the first rule the stream breaks. ``ids[:prompt_count]`` must already be the
-    replayed prompt; ``actions`` maps each action position to ``sampled``/``forced``."""
+    re-rendered prompt; ``actions`` maps each action position to ``sampled``/``forced``."""
     thinking = (invocation.get("template_kwargs") or {}).get("enable_thinking") is True
     chat = [dict(m) for m in messages]
     turns = [chat_message(s.role, s.content, s.tool_call_id) for s in segments]

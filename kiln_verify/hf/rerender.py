@@ -1,7 +1,10 @@
-"""GRPO token replay (kiln-hf-trl-contract §4.7) through the exported tokenizer and template.
+"""GRPO token re-rendering (kiln-hf-trl-contract §4.7, "token replay" in the contract's
+error codes) through the exported tokenizer and template.
 
 Identity checks prove a completion *names* the exported tokenizer and inference template;
-replay proves its tokens *came from* them. For every completion of a group:
+re-rendering proves its tokens *came from* them. (Live *replay* is the OpenEnv half's word:
+running a bundle's episodes again against the environments, :mod:`kiln_verify.openenv.replay`;
+the error codes keep the contract's ``replay`` spelling.) For every completion of a group:
 
 1. prompt: the group ``messages`` rendered through the exported ``chat_template.jinja``
    with ``add_generation_prompt=True`` and the recorded ``template_invocation`` (``tools``,
@@ -15,8 +18,8 @@ replay proves its tokens *came from* them. For every completion of a group:
    token, the end-of-sequence, may be dropped) must reproduce ``text``, either whole or as
    the part after the first ``</think>``; with ``enable_thinking`` true and no ``</think>``
    decoded, the text must be empty (``hf_grpo_completion_replay_mismatch``);
-3. a completion with a ``trajectory`` is replayed by the token-stream rule
-   (:func:`kiln_verify.tokens.replay_trajectory`, docs/hf-contract.md "The token stream
+3. a completion with a ``trajectory`` is re-rendered by the token-stream rule
+   (:func:`kiln_verify.tokens.rerender_trajectory`, docs/hf-contract.md "The token stream
    of a trajectory"): every action, environment turn and boundary, each mismatch kind its
    own ``token_stream_*`` / ``chat_template_not_prefix_preserving`` code;
 4. forced tokens are exactly a thinking budget's close tokens where it ran out
@@ -45,10 +48,10 @@ from kiln_verify.tokens import (
     ActionBudget,
     TokenCodec,
     check_forced,
-    replay_trajectory,
+    rerender_trajectory,
 )
 
-__all__ = ["THINK_CLOSE", "TokenReplay"]
+__all__ = ["THINK_CLOSE", "TokenRerender"]
 
 
 def _budget(completion: GrpoCompletion) -> ActionBudget | None:
@@ -58,8 +61,8 @@ def _budget(completion: GrpoCompletion) -> ActionBudget | None:
     return ActionBudget(budget.max_tokens, budget.max_time_ms, tuple(budget.close_token_ids))
 
 
-class TokenReplay:
-    """Replays groups through one tokenizer (``tokenizer.json`` bytes) and template."""
+class TokenRerender:
+    """Re-renders groups through one tokenizer (``tokenizer.json`` bytes) and template."""
 
     def __init__(self, tokenizer_json: bytes, chat_template: bytes) -> None:
         self.codec = TokenCodec.from_files(
@@ -74,7 +77,7 @@ class TokenReplay:
         return self.codec.encode(text)
 
     def check_group(self, group: GrpoGroup) -> None:
-        """Raise the first replay failure, naming the completion (0-based)."""
+        """Raise the first re-rendering failure, naming the completion (0-based)."""
         messages = [message.to_json() for message in group.messages]
         rendered: dict[bytes, list[int]] = {}
         for index, completion in enumerate(group.completions):
@@ -100,7 +103,7 @@ class TokenReplay:
                     f"re-rendered prompt ({len(expected)} tokens) at token {first}"
                 )
             if completion.trajectory:
-                replay_trajectory(
+                rerender_trajectory(
                     self.codec,
                     invocation,
                     messages=messages,
