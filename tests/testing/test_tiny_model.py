@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from kiln_verify.testing.tiny_model import (  # noqa: E402
+from kiln_verify.testing.tiny_model import (
     CHAT_TEMPLATE,
     THINKING_CHAT_TEMPLATE,
     build_tiny_model,
