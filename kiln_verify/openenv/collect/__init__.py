@@ -15,6 +15,7 @@ module          job
 ``bundle``      :func:`build_bundle`: the corpus, replay and summary bytes; statistics
 ``grpo_corpus`` :func:`build_grpo_corpus`: the optional ``--grpo-output`` GRPO rows
 ``publish``     :func:`publish_together`: the three files appear together or not at all
+``run``         :func:`run_collection`, and the checks it makes before any network contact
 ==============  ===========================================================================
 
 :func:`run_collection` is the whole job: :func:`collect` (inspect, run every group,
@@ -23,42 +24,57 @@ combines them (a shard of groups, episodes run elsewhere). With ``grpo_output`` 
 GRPO corpus is a fourth file published in the same all-or-nothing step; the policy must be
 :class:`~kiln_verify.openenv.policy.base.TokenizerBound`, checked before any network
 contact.
+
+Importing this package imports none of its modules: each public name is imported from its
+module on first access (a module ``__getattr__``, PEP 562, as :mod:`kiln_verify` does), so
+``import kiln_verify.openenv.collect.machine`` (the Sans-I/O episode machine) loads no
+network library, and ``from kiln_verify.openenv.collect import run_collection`` loads the
+whole collector as before.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Final
 
-from kiln_verify.errors import GrpoOutputUnsupported, PolicyProvenanceMissing
-from kiln_verify.openenv.collect.bundle import LOCAL_KILN_URL, Bundle, build_bundle
-from kiln_verify.openenv.collect.controls import (
-    DEFAULT_DATASET,
-    DEFAULT_REPLAY,
-    DEFAULT_SUMMARY,
-    CollectionControls,
-    CollectionOptions,
-    load_reset_options,
-)
-from kiln_verify.openenv.collect.engine import (
-    CollectedGroup,
-    Collection,
-    ProgressEvent,
-    ProgressHook,
-    Reinspection,
-)
-from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
-from kiln_verify.openenv.collect.publish import check_targets, publish_together
-from kiln_verify.openenv.collect.steps import (
-    Environments,
-    assemble_collection,
-    collect,
-    inspect_environments,
-    publish_bundle,
-    run_groups,
-)
-from kiln_verify.openenv.policy.base import Policy, TokenizerBound
-from kiln_verify.openenv.records.prompt import parse_model_action
+if TYPE_CHECKING:
+    from kiln_verify.openenv.collect.bundle import LOCAL_KILN_URL, Bundle, build_bundle
+    from kiln_verify.openenv.collect.controls import (
+        DEFAULT_DATASET,
+        DEFAULT_REPLAY,
+        DEFAULT_SUMMARY,
+        CollectionControls,
+        CollectionOptions,
+        load_reset_options,
+    )
+    from kiln_verify.openenv.collect.engine import (
+        CollectedGroup,
+        Collection,
+        ProgressEvent,
+        ProgressHook,
+        Reinspection,
+    )
+    from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
+    from kiln_verify.openenv.collect.publish import check_targets, publish_together
+    from kiln_verify.openenv.collect.run import (
+        check_outputs,
+        grpo_tokenizer,
+        run_collection,
+    )
+    from kiln_verify.openenv.collect.run import (
+        output_paths as output_paths,
+    )
+    from kiln_verify.openenv.collect.steps import (
+        Environments,
+        assemble_collection,
+        collect,
+        inspect_environments,
+        publish_bundle,
+        run_groups,
+    )
+    from kiln_verify.openenv.policy.base import Policy as Policy
+    from kiln_verify.openenv.policy.base import TokenizerBound as TokenizerBound
+    from kiln_verify.openenv.records.prompt import parse_model_action
 
 __all__ = [
     "DEFAULT_DATASET",
@@ -93,82 +109,52 @@ __all__ = [
     "run_groups",
 ]
 
+_LAZY: Final[dict[str, str]] = {
+    "LOCAL_KILN_URL": "kiln_verify.openenv.collect.bundle",
+    "Bundle": "kiln_verify.openenv.collect.bundle",
+    "build_bundle": "kiln_verify.openenv.collect.bundle",
+    "DEFAULT_DATASET": "kiln_verify.openenv.collect.controls",
+    "DEFAULT_REPLAY": "kiln_verify.openenv.collect.controls",
+    "DEFAULT_SUMMARY": "kiln_verify.openenv.collect.controls",
+    "CollectionControls": "kiln_verify.openenv.collect.controls",
+    "CollectionOptions": "kiln_verify.openenv.collect.controls",
+    "load_reset_options": "kiln_verify.openenv.collect.controls",
+    "CollectedGroup": "kiln_verify.openenv.collect.engine",
+    "Collection": "kiln_verify.openenv.collect.engine",
+    "ProgressEvent": "kiln_verify.openenv.collect.engine",
+    "ProgressHook": "kiln_verify.openenv.collect.engine",
+    "Reinspection": "kiln_verify.openenv.collect.engine",
+    "GroupPlan": "kiln_verify.openenv.collect.plan",
+    "ResetPlan": "kiln_verify.openenv.collect.plan",
+    "RetainedBudget": "kiln_verify.openenv.collect.plan",
+    "group_plan": "kiln_verify.openenv.collect.plan",
+    "check_targets": "kiln_verify.openenv.collect.publish",
+    "publish_together": "kiln_verify.openenv.collect.publish",
+    "check_outputs": "kiln_verify.openenv.collect.run",
+    "grpo_tokenizer": "kiln_verify.openenv.collect.run",
+    "output_paths": "kiln_verify.openenv.collect.run",
+    "run_collection": "kiln_verify.openenv.collect.run",
+    "Environments": "kiln_verify.openenv.collect.steps",
+    "assemble_collection": "kiln_verify.openenv.collect.steps",
+    "collect": "kiln_verify.openenv.collect.steps",
+    "inspect_environments": "kiln_verify.openenv.collect.steps",
+    "publish_bundle": "kiln_verify.openenv.collect.steps",
+    "run_groups": "kiln_verify.openenv.collect.steps",
+    "Policy": "kiln_verify.openenv.policy.base",
+    "TokenizerBound": "kiln_verify.openenv.policy.base",
+    "parse_model_action": "kiln_verify.openenv.records.prompt",
+}
+"""Where each name this package has always offered lives; imported on first access."""
 
-def grpo_tokenizer(controls: CollectionControls, policy: Policy) -> Mapping[str, str] | None:
-    """``None`` without ``grpo_output``; else the policy's tokenizer identity, or
-    ``policy_provenance_missing`` when the policy cannot record token provenance."""
-    if controls.grpo_output is None:
-        return None
-    if not isinstance(policy, TokenizerBound):
-        why = getattr(policy, "PROVENANCE_UNAVAILABLE", None)
-        raise PolicyProvenanceMissing(
-            f"`grpo_output` needs a policy that records exact token provenance from one "
-            f"tokenizer; {type(policy).__name__} does not" + (f" ({why})" if why else ""),
-            fields=("grpo_output",),
-        )
-    if controls.options.thinking_budget_tokens is not None and not callable(
-        getattr(policy, "thinking_close_token_ids", None)
-    ):
-        raise GrpoOutputUnsupported(
-            f"`grpo_output` with `thinking_budget_tokens` needs a policy that forces the "
-            f"thinking close tokens and names them; {type(policy).__name__} does not",
-            fields=("grpo_output", "thinking_budget_tokens"),
-        )
-    return policy.tokenizer_identity()
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
 
-def output_paths(controls: CollectionControls) -> list[str]:
-    """The files a collection publishes: the three bundle files, then the GRPO corpus."""
-    paths = [controls.output, controls.replay_output, controls.summary_output]
-    if controls.grpo_output is not None:
-        paths.append(controls.grpo_output)
-    return paths
-
-
-def check_outputs(controls: CollectionControls) -> None:
-    """Refuse output paths that publication would refuse (a missing or symlinked parent,
-    an existing target without ``force``, a target that is not a regular file), before
-    any network contact: an hour of model calls must never be lost to a typo."""
-    check_targets(output_paths(controls), force=controls.force)
-
-
-async def run_collection(
-    controls: CollectionControls,
-    policy: Policy,
-    *,
-    environ: Mapping[str, str] | None = None,
-    progress: ProgressHook | None = None,
-) -> Bundle:
-    """Collect, build the files and publish them together; the bundle is returned.
-
-    ``progress`` also hears ``publishing`` right before the files are written (from then
-    on the work is synchronous and ends published or rolled back) and ``published``.
-    """
-    tokenizer = grpo_tokenizer(controls, policy)  # before any network contact
-    check_outputs(controls)
-    notify = progress or (lambda event: None)
-    collection = await collect(controls, policy, environ=environ, progress=progress)
-    bundle = build_bundle(collection)
-    if controls.grpo_output is not None and tokenizer is not None:
-        from kiln_verify.openenv.collect.grpo_corpus import build_grpo_corpus  # HF records
-
-        close = getattr(policy, "thinking_close_token_ids", None)
-        codec = getattr(policy, "token_codec", None)
-        grpo = build_grpo_corpus(
-            collection,
-            tokenizer,
-            close_token_ids=close() if callable(close) else None,
-            codec=codec() if callable(codec) else None,
-        )
-        bundle = dataclasses.replace(bundle, grpo=grpo)
-    notify(ProgressEvent("publishing"))
-    publish_bundle(
-        bundle,
-        controls.output,
-        controls.replay_output,
-        controls.summary_output,
-        grpo=controls.grpo_output if bundle.grpo is not None else None,
-        force=controls.force,
-    )
-    notify(ProgressEvent("published"))
-    return bundle
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

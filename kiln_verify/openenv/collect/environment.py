@@ -4,23 +4,45 @@ The inspection, the compiled action schema and what is derived from them once pe
 environment (the action-schema digest, the system prompt) rather than once per episode,
 plus two bounded memories of per-output verdicts (:meth:`EnvironmentContext.parse_action`,
 :meth:`EnvironmentContext.schema_violation`): scripted and sampled policies repeat a few
-outputs, and parsing and schema validation were fixed costs of every step. The episode
-state machine (:mod:`.machine`) uses only these pure parts; ``client`` is for the driver.
+outputs, and parsing and schema validation were fixed costs of every step.
+
+The episode state machine (:mod:`.machine`) sees only :class:`EpisodeEnvironment`, these
+pure parts without the client; ``client`` is for the driver. The client is named for the
+type checker only, so importing this module (and so the machine) loads no network library.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln_verify.limits import MAX_ACTION_CHECK_CACHE_ENTRIES, MAX_ACTION_CHECK_CACHE_KEY_CHARS
 from kiln_verify.openenv.protocol.action_schema import ActionSchema
-from kiln_verify.openenv.protocol.client import OpenEnvClient
 from kiln_verify.openenv.records.environment import EnvironmentInspection
-from kiln_verify.openenv.records.prompt import parse_model_action, system_prompt
+from kiln_verify.openenv.records.prompt import ActionRules, parse_model_action, system_prompt
 from kiln_verify.openenv.records.serialize import action_schema_sha256
 
-__all__ = ["EnvironmentContext"]
+if TYPE_CHECKING:
+    from kiln_verify.openenv.protocol.client import OpenEnvClient
+
+__all__ = ["EnvironmentContext", "EpisodeEnvironment"]
+
+
+class EpisodeEnvironment(ActionRules, Protocol):
+    """What one episode needs of its environment, without the client: the view the
+    Sans-I/O machine is written against (:class:`EnvironmentContext` is one)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def inspection(self) -> EnvironmentInspection: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def system_prompt(self) -> str: ...
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 

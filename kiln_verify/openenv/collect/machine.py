@@ -43,7 +43,7 @@ from typing import Any, Final, Literal
 
 from kiln_verify.errors import PolicyProvenanceMissing, ProtocolViolation, ResetDone
 from kiln_verify.openenv.collect.controls import CollectionControls
-from kiln_verify.openenv.collect.environment import EnvironmentContext
+from kiln_verify.openenv.collect.environment import EpisodeEnvironment
 from kiln_verify.openenv.collect.plan import GroupPlan, RetainedBudget
 from kiln_verify.openenv.policy.base import PolicyRequest, PolicyResponse
 from kiln_verify.openenv.protocol.wire import Observation, ProtocolError
@@ -165,7 +165,7 @@ class EpisodeMachine:
 
     def __init__(
         self,
-        env: EnvironmentContext,
+        env: EpisodeEnvironment,
         group: GroupPlan,
         candidate_index: int,
         *,
