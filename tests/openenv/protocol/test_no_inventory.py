@@ -3,7 +3,8 @@
 A 404 there is what openenv-core 0.3.0, openenv 0.3.1 and 0.4.0 answer: identity records
 no advertised names, the discovery preimage holds `null`, `tasks` says `unsupported`, and
 rollout, verify and replay work. Any other status keeps failing. The same rules against
-a real openenv-core 0.3.0 server: `tests/interop/test_openenv_core_030.py`.
+a real openenv-core 0.3.0 server: `tests/interop/test_peer_pipeline.py`
+(its `openenv-core-030` row).
 """
 
 from __future__ import annotations
