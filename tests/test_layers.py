@@ -2,7 +2,9 @@
 
 import-linter (``lint-imports``, run by scripts/check.sh) checks the imports between the
 layers listed in ``pyproject.toml``; a module listed in no layer would escape that check
-silently, so a new package must be placed in a layer before it lands.
+silently, so a new package must be placed in a layer before it lands. The same holds
+inside the protocol package (``protocol-inside``) and for the server's route families
+(``route-families-apart``): a new protocol module or route family must be named there.
 """
 
 from __future__ import annotations
@@ -20,13 +22,27 @@ def _contracts() -> list[dict[str, object]]:
     return contracts
 
 
-def _layer_modules() -> list[str]:
-    layers = next(c for c in _contracts() if c["type"] == "layers")["layers"]
+def _contract(contract_id: str) -> dict[str, object]:
+    return next(c for c in _contracts() if c["id"] == contract_id)
+
+
+def _layer_modules(contract_id: str = "layers") -> list[str]:
+    layers = _contract(contract_id)["layers"]
     assert isinstance(layers, list)
     names: list[str] = []
     for layer in layers:
         names += [part.strip() for part in str(layer).replace("|", ":").split(":")]
     return names
+
+
+def _children(package: str) -> set[str]:
+    """The modules directly inside ``package`` (its ``__init__`` aside), by short name."""
+    folder = ROOT.joinpath(*package.split("."))
+    return {
+        path.stem if path.is_file() else path.name
+        for path in folder.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
 
 
 def _imports_nothing(module: str) -> bool:
@@ -65,3 +81,15 @@ def test_every_layer_names_an_existing_module() -> None:
     modules = set(_library_modules()) | {"pytest_kiln"}
     missing = [layer for layer in _layer_modules() if layer not in modules]
     assert missing == []
+
+
+def test_every_protocol_module_is_in_a_protocol_layer() -> None:
+    layers = _layer_modules("protocol-inside")
+    assert sorted(layers) == sorted(_children("kiln_verify.openenv.protocol"))
+
+
+def test_every_route_family_is_kept_apart() -> None:
+    modules = _contract("route-families-apart")["modules"]
+    assert isinstance(modules, list)
+    families = {str(name).rpartition(".")[2] for name in modules}
+    assert families == _children("kiln_verify.server.routes") - {"common"}
