@@ -370,8 +370,8 @@ MAX_ARCHIVE_NAME_BYTES: Final = 256
 (155-byte prefix, ``/``, 100-byte name)."""
 
 MAX_COMMIT_JOURNAL_BYTES: Final = 4 * MiB
-"""The journal of a grouped publication (an HF export's directory and archive): every
-entry's identity, a bundle's tree included (kiln_verify.core.publish_group)."""
+"""The journal of a multi-target publication (a bundle's files, an HF export's directory
+and archive): every entry's identity, a bundle's tree included (kiln_verify.core.publisher)."""
 
 MAX_ARCHIVE_TAIL_BYTES: Final = 10 * KiB
 """Zero bytes allowed after the tar end-of-archive marker (Kiln's import rule, §5.8, §7);

@@ -1,12 +1,14 @@
-"""Atomic, no-clobber publication of one file or a whole directory.
+"""Atomic, no-clobber publication of one file or a whole directory: front ends over the
+one publisher (:mod:`kiln_verify.core.publisher`).
 
 Outputs are content-addressed evidence, so a reader must never see half of one and a
-run must never replace an existing one. Everything is written into a private sibling
-staging entry ``.NAME.incomplete-<random>`` (files created exclusively, each fsynced, the
-directories fsynced), then moved into place with ``renameat2(RENAME_NOREPLACE)``, which
-fails instead of replacing, and the parent directory is fsynced. Every failure, including
-KeyboardInterrupt, removes the staging entry. A process killed outright (SIGKILL, power
-loss) can leave a staging entry behind; it is never the target and is safe to delete.
+run must never replace an existing one. A one-target publication needs no journal:
+everything is written into a private sibling staging entry ``.NAME.incomplete-<random>``
+(files created exclusively, each fsynced, the directories fsynced), then moved into place
+with ``renameat2(RENAME_NOREPLACE)``, which fails instead of replacing, and the parent
+directory is fsynced. Every failure, including KeyboardInterrupt, removes the staging
+entry. A process killed outright (SIGKILL, power loss) can leave a staging entry behind;
+it is never the target and is safe to delete.
 
 Paths are resolved relative to an ``O_NOFOLLOW`` descriptor of the parent directory, so
 neither the target nor its immediate parent can be a symbolic link, and renaming the
@@ -16,125 +18,18 @@ parent mid-way cannot redirect the write.
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
-import stat
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
+from functools import partial
 from typing import IO
 
-from kiln_verify.core import rename
 from kiln_verify.core.paths import open_regular, validate_relative_path
-from kiln_verify.errors import (
-    KilnError,
-    PathInvalid,
-    PublishFailed,
-    SymlinkRefused,
-    TargetExists,
-    snippet,
-)
+from kiln_verify.core.publisher import Pathish, publication, write_all
+from kiln_verify.errors import PathInvalid, PublishFailed, snippet
 from kiln_verify.limits import HASH_CHUNK_BYTES
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-Pathish = str | os.PathLike[str]
-
-
-class _Slot:
-    """The parent descriptor, the target name and its staging name, checked up front."""
-
-    def __init__(self, target: Pathish, *, replace: bool = False) -> None:
-        shown = os.fspath(target)
-        self.replace = replace
-        head, name = os.path.split(shown.rstrip("/") or "/")
-        if name in ("", ".", ".."):
-            raise PublishFailed(f"{snippet(shown)} names no directory entry", path=shown)
-        parent = head or "."
-        self.shown = shown
-        self.name = name
-        self.staging = f".{name}.incomplete-{secrets.token_hex(8)}"
-        try:
-            info = os.lstat(parent)
-        except FileNotFoundError:
-            raise PublishFailed("the parent directory does not exist", path=shown) from None
-        if stat.S_ISLNK(info.st_mode):
-            raise SymlinkRefused("the parent directory is a symbolic link", path=parent)
-        if not stat.S_ISDIR(info.st_mode):
-            raise PublishFailed("the parent is not a directory", path=parent)
-        try:
-            self.parent_fd = os.open(parent, _DIR)
-        except OSError as exc:
-            raise PublishFailed(
-                f"cannot open the parent directory: {exc.strerror}", path=parent
-            ) from None
-        self.parent_path = parent
-        try:
-            self.refuse_existing()
-        except BaseException:
-            os.close(self.parent_fd)
-            raise
-
-    def refuse_existing(self) -> None:
-        try:
-            info = os.lstat(self.name, dir_fd=self.parent_fd)
-        except FileNotFoundError:
-            return
-        if stat.S_ISLNK(info.st_mode):
-            raise SymlinkRefused("the target is a symbolic link", path=self.shown)
-        if self.replace and stat.S_ISREG(info.st_mode):
-            return
-        if self.replace:
-            raise PublishFailed("the target exists and is not a regular file", path=self.shown)
-        raise TargetExists("the target already exists and is never replaced", path=self.shown)
-
-    @property
-    def staging_path(self) -> str:
-        return os.path.join(self.parent_path, self.staging)
-
-    def commit(self, *, is_dir: bool) -> None:
-        """Move staging to the target without ever replacing it, then fsync the parent."""
-        if self.replace:
-            self.refuse_existing()  # still a regular file (or absent), never a link
-            os.rename(self.staging, self.name, src_dir_fd=self.parent_fd, dst_dir_fd=self.parent_fd)
-            os.fsync(self.parent_fd)
-            return
-        try:
-            rename.noreplace(self.parent_fd, self.staging, self.name, allow_link=not is_dir)
-        except FileExistsError:
-            self.refuse_existing()
-            raise TargetExists("the target appeared while publishing", path=self.shown) from None
-        except rename.Unsupported as exc:
-            raise PublishFailed(
-                f"this system has no no-replace rename ({exc}); refusing a method that could "
-                "overwrite",
-                path=self.shown,
-            ) from None
-        try:
-            os.fsync(self.parent_fd)
-        except BaseException:
-            # Not durable: take it back rather than leave an output that may vanish.
-            with suppress(OSError):
-                rename.noreplace(self.parent_fd, self.name, self.staging, allow_link=False)
-            raise
-
-    def discard(self) -> None:
-        with suppress(OSError):
-            info = os.lstat(self.staging, dir_fd=self.parent_fd)
-            if stat.S_ISDIR(info.st_mode):
-                shutil.rmtree(self.staging, dir_fd=self.parent_fd)
-            else:
-                os.unlink(self.staging, dir_fd=self.parent_fd)
-
-    def close(self) -> None:
-        os.close(self.parent_fd)
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data).cast("B")
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def _copy_fd(source: Pathish, out_fd: int, max_bytes: int | None) -> None:
@@ -146,45 +41,21 @@ def _copy_fd(source: Pathish, out_fd: int, max_bytes: int | None) -> None:
             copied += len(chunk)
             if max_bytes is not None and copied > max_bytes:
                 raise PublishFailed("source grew while it was copied", path=os.fspath(source))
-            _write_all(out_fd, chunk)
-
-
-@contextmanager
-def _publication(target: Pathish, *, is_dir: bool, replace: bool = False) -> Iterator[_Slot]:
-    slot = _Slot(target, replace=replace)
-    try:
-        yield slot
-        slot.commit(is_dir=is_dir)
-    except KilnError:
-        slot.discard()
-        raise
-    except OSError as exc:
-        slot.discard()
-        raise PublishFailed(f"write failed: {exc.strerror or exc}", path=slot.shown) from exc
-    except BaseException:
-        slot.discard()
-        raise
-    finally:
-        slot.close()
+            write_all(out_fd, chunk)
 
 
 def _publish_one(
     target: Pathish, mode: int, fill: Callable[[int], None], *, replace: bool = False
 ) -> None:
-    with _publication(target, is_dir=False, replace=replace) as slot:
-        fd = os.open(slot.staging, _NEW_FILE, mode, dir_fd=slot.parent_fd)
-        try:
-            fill(fd)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    with publication([target], replace=replace, recover_first=False) as staging:
+        staging.fill_file(0, mode, fill)
 
 
 def publish_bytes(
     target: Pathish, data: bytes | bytearray | memoryview, *, mode: int = 0o644
 ) -> None:
     """Create the file ``target`` holding ``data``; fail if anything exists there."""
-    _publish_one(target, mode, lambda fd: _write_all(fd, data))
+    _publish_one(target, mode, partial(write_all, data=data))
 
 
 def publish_file(
@@ -226,7 +97,7 @@ def replace_bytes(
     renamed over the old file and the directory fsynced, so a crash at any moment leaves
     either the previous complete file or the new one.
     """
-    _publish_one(target, mode, lambda fd: _write_all(fd, data), replace=True)
+    _publish_one(target, mode, partial(write_all, data=data), replace=True)
 
 
 class StagedDirectory:
@@ -295,10 +166,11 @@ def staged_directory(
     The target appears complete or not at all. ``dir_mode`` applies once everything is
     written (staging stays 0700 until then).
     """
-    with _publication(target, is_dir=True) as slot:
-        os.mkdir(slot.staging, 0o700, dir_fd=slot.parent_fd)
-        root_fd = os.open(slot.staging, _DIR, dir_fd=slot.parent_fd)
-        stage = StagedDirectory(root_fd, slot.staging_path, file_mode, 0o700)
+    with publication([target], recover_first=False) as staging:
+        parent_fd, name = staging.location(0)
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+        root_fd = os.open(name, _DIR, dir_fd=parent_fd)
+        stage = StagedDirectory(root_fd, staging.entry(0), file_mode, 0o700)
         try:
             yield stage
             stage._seal()

@@ -1,5 +1,5 @@
 """A grouped publication killed with SIGKILL at any step: both entries or neither, and a
-re-run always succeeds (kiln_verify.core.publish_group).
+re-run always succeeds (kiln_verify.core.publisher).
 
 The child publishes ``out.tar`` (a file) and ``out/`` (a directory of 12 files in three
 subdirectories) as one group, killed at every file-system step of the protocol in turn
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln_verify.core.publish_group import JOURNAL, recover_group, staged_group
+from kiln_verify.core.publisher import JOURNAL, recover_group, staged_group
 from kiln_verify.errors import TargetExists
 from tests.core.crashkit import calibrate, run_child, spawn
 
@@ -30,17 +30,18 @@ ARCHIVE = b"archive bytes " * 1000
 CHILD = r"""
 import sys
 from pathlib import Path
-from kiln_verify.core import publish_group
+from kiln_verify.core import publisher
+from kiln_verify.core.publisher import journal as publish_journal
 from kiln_verify.core.publish import publish_bytes, publish_directory
-real_journal = publish_group._write_journal
+real_journal = publish_journal.write
 def journal(*args):
     mark()
     return real_journal(*args)
-publish_group._write_journal = journal
+publish_journal.write = journal
 FILES = {f"d{i % 3}/f{i:02d}.bin": bytes([i]) * 4096 for i in range(12)}
 parent = Path(sys.argv[1])
 print("go", flush=True)
-with publish_group.staged_group(parent, ("out.tar", "out"), key="out") as group:
+with publisher.staged_group(parent, ("out.tar", "out"), key="out") as group:
     publish_directory(group.entry("out"), FILES)
     publish_bytes(group.entry("out.tar"), b"archive bytes " * 1000)
 """

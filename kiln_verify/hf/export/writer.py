@@ -2,7 +2,7 @@
 
 Discipline (kiln-hf-trl-contract §5.8, docs/hf-contract.md "Publication"): both targets
 are refused up front when they exist, after the leftovers of an interrupted export of the
-same name have been rolled back (:func:`kiln_verify.core.publish_group.recover_group`:
+same name have been rolled back (:func:`kiln_verify.core.publisher.recover_group`:
 never a complete export, never anything changed since). Everything is built in one
 private staging directory beside the targets: the bundle directory (every file created
 new and fsynced, identities taken from the staged bytes, the manifest written last, the
@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from kiln_verify.core.digest import identify, sha256_bytes
 from kiln_verify.core.publish import staged_directory
-from kiln_verify.core.publish_group import recover_group, staged_group
+from kiln_verify.core.publisher import recover_group, staged_group
 from kiln_verify.core.safe_tar import write_tar_gz
 from kiln_verify.errors import HfExportInvalid, HfIdentityMismatch, TargetExists, UsageError
 from kiln_verify.hf.bundle_files import ARCHIVE_SUFFIX, BUNDLE_SUFFIX, EXPORT_MANIFEST

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln_verify.core.publish_group import JOURNAL
+from kiln_verify.core.publisher import JOURNAL
 from kiln_verify.errors import TargetExists
 from kiln_verify.hf.export import export_sft
 from kiln_verify.hf.export.source import ExportSource
@@ -31,13 +31,13 @@ from tests.core.crashkit import calibrate, run_child, spawn
 NAME = "crash_01"
 CHILD = r"""
 import sys
-from kiln_verify.core import publish_group
+from kiln_verify.core.publisher import journal as publish_journal
 from kiln_verify.hf.export import ExportSource, export_sft
-real_journal = publish_group._write_journal
+real_journal = publish_journal.write
 def journal(*args):
     mark()
     return real_journal(*args)
-publish_group._write_journal = journal
+publish_journal.write = journal
 model, data, output = sys.argv[1:4]
 print("go", flush=True)
 export_sft(ExportSource(model=model), dataset=data, name="crash_01", output=output)

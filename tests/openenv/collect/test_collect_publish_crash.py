@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kiln_verify.core.publisher import JOURNAL
 from kiln_verify.errors import TargetExists
 from kiln_verify.openenv.collect import publish_together
 from tests.core.crashkit import calibrate, run_child
@@ -63,7 +64,9 @@ def state(base: Path, originals: bool) -> str:
             continue
         assert data in ((OLD[name] if originals else None), NEW[name]), name
         contents.append("new" if data == NEW[name] else "old")
-    journals = [e for e in _entries(base) if ".commit-" in e]
+    # the journal: COMMIT in the first target's staging directory (the unified publisher;
+    # before it, the file .NAME.commit-* beside the first target)
+    journals = [e for e in _entries(base) if ".staging-" in e and e.endswith("/" + JOURNAL)]
     if journals:
         return "interrupted"
     assert "aside" not in contents, contents
