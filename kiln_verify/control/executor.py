@@ -37,6 +37,7 @@ from kiln_verify.control.registry import CANCELLED_WHILE_ACTIVE, RunRegistry
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.status import FailureStage, RunArtifact, RunProgress
 from kiln_verify.core.digest import hash_file
+from kiln_verify.core.publisher import OUTPUT, publish_files
 from kiln_verify.errors import PublishFailed
 from kiln_verify.limits import (
     MAX_OPENENV_DATASET_BYTES,
@@ -52,7 +53,6 @@ from kiln_verify.openenv.collect import (
     ProgressEvent,
     build_bundle,
     collect,
-    publish_together,
 )
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
@@ -105,12 +105,13 @@ class Published:
 def publish_collection(collection: Collection, run_dir: Path, run_id: str) -> Published:
     """Build the bundle, publish it into ``run_dir`` and bind the manifest (blocking)."""
     bundle = build_bundle(collection)
-    publish_together(
+    publish_files(
         [
             (run_dir / DEFAULT_DATASET, bundle.dataset),
             (run_dir / DEFAULT_REPLAY, bundle.replay),
             (run_dir / DEFAULT_SUMMARY, bundle.summary),
-        ]
+        ],
+        wording=OUTPUT,
     )
     record = bundle.record
     bound = {

@@ -186,7 +186,7 @@ def test_publication_failure(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     def full_disk(*args: Any, **kwargs: Any) -> None:
         raise PublishFailed("write failed: No space left on device")
 
-    monkeypatch.setattr(executor, "publish_together", full_disk)
+    monkeypatch.setattr(executor, "publish_files", full_disk)
     (healthy,) = start_servers(["bandit"])
     try:
         failure = _failed(lab, healthy.base_url)

@@ -35,6 +35,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kiln_verify.core.publisher import OUTPUT, publish_files
 from kiln_verify.errors import UsageError
 from kiln_verify.openenv.collect.bundle import Bundle
 from kiln_verify.openenv.collect.controls import CollectionControls
@@ -56,7 +57,6 @@ from kiln_verify.openenv.collect.environment import EnvironmentContext
 from kiln_verify.openenv.collect.episode import Arrival, EpisodeResult, run_episode
 from kiln_verify.openenv.collect.groupcheck import GroupCheck, different_reset
 from kiln_verify.openenv.collect.plan import GroupPlan, ResetPlan, RetainedBudget, group_plan
-from kiln_verify.openenv.collect.publish import publish_together
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.protocol.client import Inspection, OpenEnvClient
 from kiln_verify.records import BehaviorPolicyIdentity
@@ -293,7 +293,7 @@ def publish_bundle(
         if bundle.grpo is None:
             raise UsageError("a GRPO output path was given for a bundle without a GRPO corpus")
         files.append((grpo, bundle.grpo))
-    publish_together(files, force=force)
+    publish_files(files, force=force, wording=OUTPUT)
 
 
 async def collect(

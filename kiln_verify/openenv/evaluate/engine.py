@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from kiln_verify.core.digest import canonical_digest
+from kiln_verify.core.publisher import OUTPUT, check_targets, publish_files
 from kiln_verify.errors import EvaluationPairingMismatch, LimitExceeded, UsageError
 from kiln_verify.limits import MAX_OPENENV_REPLAY_BYTES, MAX_OPENENV_SUMMARY_BYTES
 from kiln_verify.openenv.collect import (
@@ -33,8 +34,6 @@ from kiln_verify.openenv.collect import (
     DEFAULT_SUMMARY,
     CollectionControls,
     ProgressHook,
-    check_targets,
-    publish_together,
     run_collection,
 )
 from kiln_verify.openenv.evaluate.evidence import (
@@ -274,7 +273,7 @@ def receipt_bytes(receipt: EnvironmentEvaluationReceipt) -> bytes:
 
 def write_receipt(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> None:
     """Publish the receipt atomically; an existing file is refused unless ``force``."""
-    publish_together([(path, data)], force=force)
+    publish_files([(path, data)], force=force, wording=OUTPUT)
 
 
 def evaluate_bundles(
@@ -289,7 +288,7 @@ def evaluate_bundles(
 ) -> Evaluation:
     """Verify both bundles, check the pairing, compute (and optionally write) the receipt."""
     if receipt_path is not None:
-        check_targets([receipt_path], force=force)
+        check_targets([receipt_path], force=force, wording=OUTPUT)
     base, base_report = load_bundle(baseline_summary)
     cand, cand_report = load_bundle(candidate_summary)
     receipt = build_receipt(base, cand, gate=gate, training=training, run_id=run_id)
@@ -305,7 +304,7 @@ def check_layout(output_dir: str | os.PathLike[str], *, force: bool) -> Evaluati
     """The live form's outputs pass publication's checks (the two side directories may
     still have to be created), before any policy runs or any server is contacted."""
     layout = EvaluationLayout(Path(output_dir))
-    check_targets(layout.targets(), force=force, create_parents=True)
+    check_targets(layout.targets(), force=force, create_parents=True, wording=OUTPUT)
     return layout
 
 
