@@ -122,14 +122,39 @@ def _recover_stage(parent: str, parent_fd: int, stage: str, token: str) -> bool:
         records = journal.read(stage_fd, here)
         if records:
             undo(records, token, stage)
-            for other in {r.stage for r in records if r.stage and r.stage != here}:
-                with suppress(OSError):
-                    shutil.rmtree(other)
+            for other in sorted({r.stage for r in records if r.stage and r.stage != here}):
+                _remove_sibling_stage(other, token)
         shutil.rmtree(stage, dir_fd=parent_fd)
         os.fsync(parent_fd)
         return True
     finally:
         os.close(stage_fd)
+
+
+def _remove_sibling_stage(path: str, token: str) -> None:
+    """Remove another staging directory of the same dead publication: only a directory
+    named ``.NAME.staging-<the same token>`` whose lock is free (a journal names it, and
+    a journal is never trusted to name anything else)."""
+    parent, name = os.path.split(path)
+    found = _LEFTOVER.fullmatch(name)
+    if found is None or found[2] != "staging" or found[3] != token:
+        return
+    try:
+        parent_fd = os.open(parent, DIR_FLAGS)
+    except OSError:
+        return
+    try:
+        stage_fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        try:
+            fcntl.flock(stage_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(name, dir_fd=parent_fd)
+            os.fsync(parent_fd)
+        finally:
+            os.close(stage_fd)
+    except OSError:
+        pass  # gone already, or held: then it is not what the journal named
+    finally:
+        os.close(parent_fd)
 
 
 def _recover_together(parent_fd: int, name: str, token: str) -> None:
