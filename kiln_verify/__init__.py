@@ -12,7 +12,8 @@ import verify_bundle`` load only what they use. Nothing inside the package impor
 module (the import contract in ``pyproject.toml`` checks it), so it can reach every layer.
 
 Names renamed so that one name has one meaning stay importable under their old spelling
-(``_ALIASES``: the same object, not in ``__all__``; docs/python-api.md lists them).
+(``_ALIASES``: the same object, still in ``__all__`` so that ``from kiln_verify import *``
+keeps giving them; docs/python-api.md lists them).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ __all__ = [
     "ERROR_CODES",
     "AgenticGroup",
     "Bundle",
+    "BundleReport",
     "CollectedGroup",
     "Collection",
     "CollectionControls",
@@ -127,6 +129,7 @@ __all__ = [
     "verify_bundle",
     "verify_hf_path",
     "verify_import_path",
+    "verify_path",
 ]
 
 _LAZY: Final[dict[str, str]] = {
