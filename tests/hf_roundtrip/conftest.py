@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import models
+
 pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
@@ -29,9 +31,7 @@ GRPO = ("--batch-size", "2", "--beta", "0.04", "--scale-rewards", "group")
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.openenv.policy.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return models.tiny_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import models
+
 pytest.importorskip("torch")
 pytest.importorskip("fastapi")
 
@@ -67,25 +69,27 @@ def bandit_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def warm_model(tmp_path_factory: pytest.TempPathFactory, bandit_url: str) -> Path:
+    """Built once per test session, shared by the modules of every worker (tests/models.py)."""
     from typer.testing import CliRunner
 
     from kiln_verify.cli import app
-    from kiln_verify.testing.tiny_model import warm_start
-    from tests.openenv.policy.tiny_model import build_tiny_model
+    from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
 
-    root = tmp_path_factory.mktemp("served")
-    out = CliRunner().invoke(
-        app,
-        ["openenv", "rollout", "--environment", bandit_url, "--policy", "random",
-         "--groups", "6", "--group-size", "2", "--max-steps", "1", "--seed-start", "1000",
-         "--no-thinking", "--output", str(root / "boot.rollouts.jsonl"),
-         "--replay-output", str(root / "boot.replay.json"),
-         "--summary-output", str(root / "boot.summary.json")],
-    )  # fmt: skip
-    assert out.exit_code == 0, out.output
-    model = build_tiny_model(root / "model")
-    warm_start(model, root / "boot.rollouts.jsonl", steps=40)
-    return model
+    def build(model: Path) -> None:
+        root = model.parent
+        out = CliRunner().invoke(
+            app,
+            ["openenv", "rollout", "--environment", bandit_url, "--policy", "random",
+             "--groups", "6", "--group-size", "2", "--max-steps", "1", "--seed-start", "1000",
+             "--no-thinking", "--output", str(root / "boot.rollouts.jsonl"),
+             "--replay-output", str(root / "boot.replay.json"),
+             "--summary-output", str(root / "boot.summary.json")],
+        )  # fmt: skip
+        assert out.exit_code == 0, out.output
+        build_tiny_model(model)
+        warm_start(model, root / "boot.rollouts.jsonl", steps=40)
+
+    return models.shared_build(tmp_path_factory, "llm-server-warm-bandit-40", build)
 
 
 @pytest.fixture(scope="session")

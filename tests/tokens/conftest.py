@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import models
+
 pytest.importorskip("torch")
 pytest.importorskip("jinja2")
 pytest.importorskip("tokenizers")
@@ -13,6 +15,4 @@ pytest.importorskip("tokenizers")
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kiln_verify.testing.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return models.tiny_model(tmp_path_factory)

@@ -21,6 +21,7 @@ from kiln_verify.hf.export import export_grpo
 from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.verify import verify_hf_path
 from kiln_verify.testing.tiny_model import CHAT_TEMPLATE, THINKING_CHAT_TEMPLATE
+from tests import models
 from tests.hf.export.test_grpo_replay import _reseal
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
 from tests.tokens.stream_corpus import stream_groups
@@ -30,9 +31,7 @@ Groups = list[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def thinking_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kiln_verify.testing.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("think") / "model", THINKING_CHAT_TEMPLATE)
+    return models.tiny_model(tmp_path_factory, THINKING_CHAT_TEMPLATE)
 
 
 @pytest.fixture(scope="module")

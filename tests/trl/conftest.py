@@ -15,6 +15,7 @@ from kiln_verify.trl.factory import OpenEnvToolFactory
 from oracle.base import ExecutionError, Outcome, ResetRequest
 from oracle.envs.counter import CounterEnvironment
 from pytest_kiln.fixtures import OracleFactory
+from tests import models
 
 
 class FlakyCounter(CounterEnvironment):
@@ -70,11 +71,7 @@ COUNTER_TOOL: dict[str, Any] = {
 @pytest.fixture(scope="session")
 def tool_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("trl")
-    from kiln_verify.testing.tool_model import build_tool_model, warm_start_tool_model
-
-    directory = build_tool_model(tmp_path_factory.mktemp("tool") / "model", [COUNTER_TOOL])
-    warm_start_tool_model(directory, [COUNTER_TOOL], steps=200)
-    return directory
+    return models.tool_model(tmp_path_factory, [COUNTER_TOOL], steps=200)
 
 
 def grpo_args(output_dir: Path, **overrides: Any) -> Any:

@@ -7,15 +7,14 @@ from pathlib import Path
 import pytest
 
 from kiln_verify.hf.adapter_check import LORA_TARGETS
+from tests import models
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tests.openenv.policy.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("adapter-model"))
+    return models.tiny_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import models
+
 pytest.importorskip("torch")
 pytest.importorskip("jinja2")
 pytest.importorskip("tokenizers")
@@ -31,9 +33,7 @@ ROWS = [
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.openenv.policy.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return models.tiny_model(tmp_path_factory)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
+from tests import models
 from tests.hf.export.conftest import ROWS
 
 TRAIN_FLAGS = (
@@ -65,22 +66,28 @@ def train(bundle: Path, model: Path) -> None:
 
 @pytest.fixture(scope="session")
 def completed(tmp_path_factory: pytest.TempPathFactory) -> Completed:
+    """Exported and trained once per test session, shared by every worker (tests/models.py):
+    three modules of this folder use it and training is the expensive part."""
     from kiln_verify.hf.export import export_sft
     from kiln_verify.hf.export.source import ExportSource
-    from tests.openenv.policy.tiny_model import build_tiny_model
 
-    root = tmp_path_factory.mktemp("hf_import")
-    model = build_tiny_model(root / "model")
-    data = root / "messages.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    outcome = export_sft(
-        ExportSource(model=model),
-        dataset=data,
-        name="sft_01",
-        output=root / "sft_01.kiln-hf.tar.gz",
-    )
-    train(outcome.directory, model)
-    return Completed(model, outcome.directory)
+    model = models.tiny_model(tmp_path_factory)
+
+    def build(root: Path) -> None:
+        root.mkdir(parents=True)
+        data = root / "messages.jsonl"
+        data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+        outcome = export_sft(
+            ExportSource(model=model),
+            dataset=data,
+            name="sft_01",
+            output=root / "sft_01.kiln-hf.tar.gz",
+        )
+        train(outcome.directory, model)
+
+    key = "hf-import-completed-" + models.digest([ROWS, TRAIN_FLAGS, str(model)])
+    root = models.shared_build(tmp_path_factory, key, build, name="hf_import")
+    return Completed(model, root / "sft_01.kiln-hf")
 
 
 def tree(root: Path) -> dict[str, bytes]:

@@ -22,7 +22,8 @@ pytest.importorskip("peft")
 from kiln_verify.hf.export import export_grpo
 from kiln_verify.hf.export.source import ExportSource
 from kiln_verify.hf.runner import train
-from kiln_verify.testing.tiny_model import THINKING_CHAT_TEMPLATE, build_tiny_model
+from kiln_verify.testing.tiny_model import THINKING_CHAT_TEMPLATE
+from tests import models
 from tests.hf.grpo_corpus import write_groups
 from tests.tokens.stream_corpus import stream_groups
 
@@ -30,7 +31,7 @@ from tests.tokens.stream_corpus import stream_groups
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, train.GroupCursor, list[str]]:
     root = tmp_path_factory.mktemp("mask")
-    model = build_tiny_model(root / "model", THINKING_CHAT_TEMPLATE)
+    model = models.tiny_model(tmp_path_factory, THINKING_CHAT_TEMPLATE)
     groups = stream_groups(model, 2, thinking=True, budget=2)
     outcome = export_grpo(
         ExportSource(model=model),

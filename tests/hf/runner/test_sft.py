@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests import models
+
 from .conftest import Runner
 from .kit import make_bundle
 
@@ -34,9 +36,7 @@ TRAIN_FLAGS = (
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.openenv.policy.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return models.tiny_model(tmp_path_factory)
 
 
 @pytest.fixture

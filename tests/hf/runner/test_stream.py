@@ -27,6 +27,7 @@ from kiln_verify.hf.manifest import ExportManifest, document_bytes, read_export
 from kiln_verify.hf.runner import train
 from kiln_verify.hf.verify import verify_hf_path
 from kiln_verify.testing.tiny_model import CHAT_TEMPLATE, THINKING_CHAT_TEMPLATE
+from tests import models
 from tests.hf.grpo_corpus import synthetic_groups, write_groups
 from tests.tokens.stream_corpus import stream_groups
 from tests.tokens.test_stream_replay import MUTATIONS
@@ -85,16 +86,12 @@ def verify_only(bundle: Path, model: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def thinking_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kiln_verify.testing.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("think") / "model", THINKING_CHAT_TEMPLATE)
+    return models.tiny_model(tmp_path_factory, THINKING_CHAT_TEMPLATE)
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kiln_verify.testing.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("plain") / "model")
+    return models.tiny_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

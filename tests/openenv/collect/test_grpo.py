@@ -28,15 +28,15 @@ from kiln_verify.openenv.policy.base import PolicyRequest, PolicyResponse, Token
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.rollout import iter_rollout_lines
 from oracle.runner import ServerHandle
+from tests import models
 from tests.openenv.collect.conftest import files_in, outputs
 from tests.openenv.collect.options import make_controls
 from tests.openenv.policy.lora_adapter import build_lora_adapter
-from tests.openenv.policy.tiny_model import build_tiny_model
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("grpo-model") / "tiny-qwen")
+    return models.tiny_model(tmp_path_factory)
 
 
 def _rollout(out: Path, model: Path, *extra: str) -> Any:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from oracle.runner import ServerHandle
+from tests import models
 from tests.openenv.collect.conftest import collect
 
 pytest.importorskip("torch")
@@ -18,9 +19,7 @@ def test_tiny_model_bundle(
 ) -> None:
     from kiln_verify.openenv.policy.base import ZERO_CLOCK
     from kiln_verify.openenv.policy.transformers_policy import TransformersPolicy
-    from tests.openenv.policy.tiny_model import build_tiny_model
-
-    model = build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+    model = models.tiny_model(tmp_path_factory)
     policy = TransformersPolicy(str(model), clock=ZERO_CLOCK)
     out: Path = tmp_path_factory.mktemp("bundle")
     result = collect(

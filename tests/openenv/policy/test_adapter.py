@@ -21,15 +21,15 @@ from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.policy.transformers_policy import TransformersPolicy
 from kiln_verify.records import TokenProvenance
+from tests import models
 from tests.openenv.policy.lora_adapter import build_lora_adapter
-from tests.openenv.policy.tiny_model import build_tiny_model
 
 MESSAGES = [{"role": "system", "content": "act"}, {"role": "user", "content": "pick an arm"}]
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3_5"))
+    return models.tiny_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
