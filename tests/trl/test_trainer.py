@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -388,11 +389,20 @@ def test_rollout_func_serves_a_single_session_server_with_capacity_waits(
         group_size=2, thinking=False, max_steps=2, concurrency=1, max_action_tokens=24
     )
     rollout = OpenEnvRolloutFunc(server.base_url, model_dir=str(tool_model), options=options)
-    # another client holds the only slot for a moment: the first episode must wait for it
+    # another client holds the only slot until the first episode has been refused it once
+    # (not for a fixed time: on a loaded machine the trainer can take longer than that to
+    # ask, and then never waits), so the first episode must wait for it
     loop = BackgroundLoop()
     holder = OpenEnvClient(server.base_url)
     held = loop.run(holder.open_session_with_capacity(5))
-    release = threading.Timer(0.8, lambda: loop.run(held.session.close()))
+
+    def release_after_a_refusal() -> None:
+        deadline = time.monotonic() + 120
+        while server.app.ctx.session_attempts < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        loop.run(held.session.close())
+
+    release = threading.Thread(target=release_after_a_refusal, daemon=True)
     try:
         trainer = _trainer(
             tool_model, tmp_path, rollout_func=rollout, reward_funcs=[rollout.reward]
@@ -402,7 +412,8 @@ def test_rollout_func_serves_a_single_session_server_with_capacity_waits(
         release.start()
         trainer.train()
     finally:
-        release.cancel()
+        if release.ident is not None:
+            release.join()
         rollout.close()
         loop.run(holder.aclose())
         loop.close()
