@@ -207,9 +207,9 @@ def test_inspect(pipeline: Pipeline, served: Served) -> None:
     peer, url = served.peer, served.url
     assert pipeline.inspect.returncode == 0, pipeline.inspect.explain()
     identity = pipeline.inspect.json()
-    paths = ("/metadata", "/schema", "/openapi.json")
+    paths = ["/metadata", "/schema", "/openapi.json"]
     if peer.advertises:
-        paths += ("/list_environments",)
+        paths.append("/list_environments")
     raw = {path: httpx.get(url + path).json() for path in paths}
     assert identity["environments"] == ([peer.name] if peer.advertises else [])
     assert identity["metadata"]["name"] == peer.environment_class
