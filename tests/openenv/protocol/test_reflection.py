@@ -14,6 +14,7 @@ Module: kiln_verify.openenv.protocol.reflection.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -66,11 +67,42 @@ def json_values(text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
 
 # Any token the variable may hold: printable, no whitespace or control characters, and
 # including the characters JSON must escape (" and \) and non-BMP ones.
-tokens = st.text(
+def _usable(text: str) -> bool:
+    """A bearer token as a peer could reflect it: no surrounding or inner whitespace, and
+    not part of the refusal's fixed wording (``schema``, from "GET /schema"; hypothesis
+    draws the test's own literals): such a token is "found" in every message, whatever the
+    code does with the token, so it says nothing about reflection."""
+    return (
+        text.strip() == text
+        and not any(c.isspace() for c in text)
+        and not decodes_to_token(text, _fixed_wording())
+    )
+
+
+tokens: st.SearchStrategy[str] = st.text(
     st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp")),
     min_size=6,
     max_size=24,
-).filter(lambda text: text.strip() == text and not any(c.isspace() for c in text))
+).filter(_usable)
+
+
+@functools.cache
+def _fixed_wording() -> str:
+    """Every refusal this module provokes, as the tests read it, with a token that is in
+    none of them: the text that does not depend on the token."""
+    token = "Zq9-fixed-token"
+    texts = []
+    for label in (
+        "the response to GET /metadata",
+        "the response to GET /health",
+        "the response to GET /schema",
+        "GET /metadata",
+    ):
+        with pytest.raises(CredentialReflected) as caught:
+            read_guarded(_token(token), f'{{"a":"{token}"}}', label, _parse)
+        texts.append(json.dumps(caught.value.to_dict(), ensure_ascii=False))
+    assert not any(token in text for text in texts)
+    return "\n".join(texts)
 
 
 def _token(value: str) -> BearerToken:
