@@ -37,7 +37,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def input_adapter(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
     """A LoRA on ``q_proj``/``v_proj`` with random (non-zero) B, named ``support-base``."""
-    from tests.openenv.policy.lora_adapter import build_lora_adapter
+    from kiln_verify.testing.lora import build_lora_adapter
 
     directory = tmp_path_factory.mktemp("adapter") / "support-base"
     return build_lora_adapter(tiny_model, directory, seed=3)

@@ -45,8 +45,7 @@ def _files(directory: Path, stem: str) -> list[str]:
 
 
 def test_grpo_round_trip_from_a_live_rollout(tmp_path: Path) -> None:
-    from kiln_verify.testing.tiny_model import warm_start
-    from tests.openenv.policy.tiny_model import build_tiny_model
+    from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
 
     _invoke(*ROLLOUT, "--policy", "random", "--groups", "6", "--seed-start", "1000",
             "--no-thinking", *_files(tmp_path, "bootstrap"))  # fmt: skip

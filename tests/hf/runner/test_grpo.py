@@ -76,7 +76,7 @@ def test_completion_record_rejects_bad_actions(actions: list[object]) -> None:
 
 @pytest.mark.slow
 def test_recorded_grpo_trains_and_publishes(tmp_path: Path, run_runner: Runner) -> None:
-    from tests.openenv.policy.tiny_model import build_tiny_model
+    from kiln_verify.testing.tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny")
     root = tmp_path / "grpo_01.kiln-hf"

@@ -27,11 +27,11 @@ from kiln_verify.openenv.collect import CollectionControls, run_collection
 from kiln_verify.openenv.policy.base import PolicyRequest, PolicyResponse, TokenizerBound
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.records.rollout import iter_rollout_lines
+from kiln_verify.testing.lora import build_lora_adapter
 from oracle.runner import ServerHandle
 from tests import models
 from tests.openenv.collect.conftest import files_in, outputs
 from tests.openenv.collect.options import make_controls
-from tests.openenv.policy.lora_adapter import build_lora_adapter
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from kiln_verify.openenv.policy.base import ZERO_CLOCK, PolicyRequest
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.policy.transformers_policy import TransformersPolicy
 from kiln_verify.records import TokenProvenance
+from kiln_verify.testing.lora import build_lora_adapter
 from tests import models
-from tests.openenv.policy.lora_adapter import build_lora_adapter
 
 MESSAGES = [{"role": "system", "content": "act"}, {"role": "user", "content": "pick an arm"}]
 
