@@ -23,6 +23,12 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+# Nothing here comes from a hub, and nothing may try: huggingface_hub's telemetry thread
+# (started by TRL's trainer) resolves huggingface.co, which on a machine without that
+# network waits on DNS and once crashed a worker inside getaddrinfo. Read at import time.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
 from hypothesis import settings
 
 from pytest_kiln.fixtures import OracleFactory

@@ -2,9 +2,11 @@
 
 Every test here talks to servers the gate script launched and announced through the
 ``KILN_OPENENV_INTEROP_*`` variables; without ``KILN_OPENENV_INTEROP_COUNTER_URL`` the
-whole suite is skipped, so a plain ``pytest`` run skips it (``tests/gate/test_gate_script.py``
-runs the gate itself). The suite only speaks the OpenEnv protocol: it never imports the
-oracle package, so it runs unchanged against an external oracle checkout.
+whole suite is skipped, so a plain ``pytest`` run skips it
+(``tests/scripts/test_check_miniopenenv_interop.py`` runs the gate itself; it must stay
+outside this folder, or the gate's own run of ``tests/gate`` would start the gate again).
+The suite only speaks the OpenEnv protocol: it never imports the oracle package, so it runs
+unchanged against an external oracle checkout.
 """
 
 from __future__ import annotations

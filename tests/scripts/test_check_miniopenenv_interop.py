@@ -305,3 +305,15 @@ def test_an_interrupted_gate_stops_every_server(tmp_path: Path) -> None:
     started = [(n, int(p), int(q)) for n, p, q in STARTED.findall(output)]
     assert len(started) == SMALL_INVENTORY
     assert_all_stopped(started)
+
+
+def test_the_gate_suite_never_starts_the_gate() -> None:
+    """The gate runs ``pytest tests/gate``: a test module there that ran the gate would
+    start it again from inside itself, without end (each level a full set of 23 servers)."""
+    gate = REPO / "tests" / "gate"
+    offenders = [
+        path.name
+        for path in gate.rglob("test_*.py")
+        if SCRIPT.name in path.read_text("utf-8") or "SCRIPT" in path.read_text("utf-8")
+    ]
+    assert offenders == []
