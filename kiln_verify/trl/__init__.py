@@ -26,7 +26,9 @@ docs/python-api.md, "TRL"), each imported from its module on first access.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kiln_verify.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kiln_verify.trl.factory import OpenEnvEnvironment, OpenEnvToolFactory
@@ -43,14 +45,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(name)
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -34,8 +34,9 @@ whole collector as before.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
+
+from kiln_verify.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kiln_verify.openenv.collect.bundle import LOCAL_KILN_URL, Bundle, build_bundle
@@ -147,14 +148,4 @@ _LAZY: Final[dict[str, str]] = {
 """Where each name this package has always offered lives; imported on first access."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
