@@ -45,7 +45,11 @@ from kiln_verify.limits import (
     MAX_ROLLOUTS,
     MAX_STEPS,
 )
-from kiln_verify.openenv.protocol.access import EnvironmentAccess
+from kiln_verify.openenv.protocol.access import (
+    DEFAULT_CAPACITY_WAIT_S,
+    DEFAULT_CONCURRENCY,
+    EnvironmentAccess,
+)
 from kiln_verify.records import I64_MAX
 
 __all__ = [
@@ -99,7 +103,7 @@ class CollectionOptions:
     group_size: int = option(4, "Candidates per group.", "N")
     seed_start: int = option(0, "Seed of group 0; +1 per group.", "SEED")
     max_steps: int = option(8, "Model actions per episode at most.", "N")
-    concurrency: int = option(4, "Candidate sessions at once.", "N")
+    concurrency: int = option(DEFAULT_CONCURRENCY, "Candidate sessions at once.", "N")
     max_action_tokens: int = option(256, "Tokens per model action.", "N")
     thinking_budget_tokens: int | None = option(
         None, "Thinking token budget (needs --thinking).", "N"
@@ -112,7 +116,9 @@ class CollectionOptions:
     max_recoverable_errors: int = option(
         3, "Recoverable errors an episode may continue after.", "N"
     )
-    capacity_wait_seconds: int = option(300, "How long to wait for a free session slot.", "SECONDS")
+    capacity_wait_seconds: int = option(
+        DEFAULT_CAPACITY_WAIT_S, "How long to wait for a free session slot.", "SECONDS"
+    )
     state_check: bool = option(
         True,
         "Read each candidate's state after reset and fail a group whose hidden states differ "
