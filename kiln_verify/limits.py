@@ -476,3 +476,15 @@ multi-GPU run never share a group seed (docs/trl.md, "The seed rule")."""
 TRL_EPISODE_TIMEOUT_S: Final = 3600.0
 """One reset, step, state or close of a TRL episode waits at most this long for the
 environment thread (the client's own request timeouts are much shorter)."""
+
+# --- the training chain's evidence (kiln_verify.openenv.training, docs/training-chain.md) -
+
+MAX_TRAINING_EVIDENCE_BYTES: Final = 4 * MiB
+"""Each of ``train_receipt.json`` and ``adapter_manifest.json``: a regular, non-symlink file
+of at most this many bytes (the seed's 4 MiB bound on the run's retained trainer evidence)."""
+
+MAX_ADAPTER_MANIFEST_FILES: Final = 64
+"""Files one adapter manifest lists (a PEFT adapter directory holds a handful)."""
+
+MAX_ADAPTER_FILE_BYTES: Final = 4 * GiB
+"""Each adapter file an adapter manifest lists and the chain check hashes."""

@@ -7,10 +7,10 @@ than :data:`~kiln_verify.limits.MAX_ERROR_SNIPPET_CHARS` characters of anything 
 sent, so a hostile server or file cannot flood a terminal, a log or a JSON report.
 
 Adding a code is adding one class to the family module it belongs to (`base`, `data`,
-`openenv`, `engines`, `hf`, `trl`) and its name to the imports below: ``__init_subclass__``
-checks the spelling and uniqueness at import time, and :data:`ERROR_CODES` /
-:data:`ERROR_CLASSES` are built from the registry once every family is imported, so
-importing this package always gives the complete list.
+`openenv`, `engines`, `hf`, `trl`, `training`) and its name to the imports below:
+``__init_subclass__`` checks the spelling and uniqueness at import time, and
+:data:`ERROR_CODES` / :data:`ERROR_CLASSES` are built from the registry once every family
+is imported, so importing this package always gives the complete list.
 """
 
 from __future__ import annotations
@@ -189,6 +189,24 @@ from kiln_verify.errors.openenv import (
     TerminalProtocolError,
     UnexpectedResponse,
 )
+from kiln_verify.errors.training import (
+    TrainingChainAdapterMismatch,
+    TrainingChainBroken,
+    TrainingChainContractMismatch,
+    TrainingChainCorpusMismatch,
+    TrainingChainLineageMismatch,
+    TrainingChainManifestMismatch,
+    TrainingChainStatusMismatch,
+    TrainingDataBehaviorPolicyMixed,
+    TrainingDataEmpty,
+    TrainingDataEnvironmentDrift,
+    TrainingDataError,
+    TrainingDataGroupMismatch,
+    TrainingDataNotOpenEnv,
+    TrainingDataRewardMismatch,
+    TrainingDataTotalsInconsistent,
+    TrainingReceiptUnsuccessful,
+)
 from kiln_verify.errors.trl import (
     TrlActionSchemaUnsupported,
     TrlBatchAmbiguous,
@@ -329,6 +347,22 @@ __all__ = [
     "TokenStreamError",
     "TokenStreamForcedMismatch",
     "TokenStreamUnrenderable",
+    "TrainingChainAdapterMismatch",
+    "TrainingChainBroken",
+    "TrainingChainContractMismatch",
+    "TrainingChainCorpusMismatch",
+    "TrainingChainLineageMismatch",
+    "TrainingChainManifestMismatch",
+    "TrainingChainStatusMismatch",
+    "TrainingDataBehaviorPolicyMixed",
+    "TrainingDataEmpty",
+    "TrainingDataEnvironmentDrift",
+    "TrainingDataError",
+    "TrainingDataGroupMismatch",
+    "TrainingDataNotOpenEnv",
+    "TrainingDataRewardMismatch",
+    "TrainingDataTotalsInconsistent",
+    "TrainingReceiptUnsuccessful",
     "TrlActionSchemaUnsupported",
     "TrlBatchAmbiguous",
     "TrlBatchOverCapacity",
