@@ -2,16 +2,17 @@
 
 A scripted policy makes every shape §5.7 distinguishes: group 0 answers nothing at all
 (every candidate ``MODEL_ACTION_NO_OUTPUT``), later groups have one silent candidate and
-two that pull arms (different arms, except in group 5: same arm, same seed, equal rewards). Collected once per session
-(about a quarter second), into a session temporary directory.
+two that pull arms (different arms, except in group 5: same arm, same seed, equal
+rewards). Collected once per session (about half a second), into a session temporary
+directory.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,17 +47,18 @@ class Collected:
 
 
 @pytest.fixture(scope="session")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Collected:
     (handle,) = start_servers(["bandit"])
     try:
         directory = tmp_path_factory.mktemp("training-collection")
+        paths: dict[str, Any] = outputs(directory)
         controls = make_controls(
             [handle.base_url],
             groups=GROUPS,
             group_size=GROUP_SIZE,
             max_steps=2,
             thinking=False,
-            **outputs(directory),
+            **paths,
         )
         bundle = asyncio.run(run_collection(controls, ScriptedPolicy(script)))
     finally:
@@ -64,4 +66,4 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
     with open(controls.output, "rb") as stream:
         groups = [line.group for line in iter_rollout_lines(stream)]
     summary = read_summary(Path(controls.summary_output).read_bytes())
-    yield Collected(bundle, groups, summary, directory)
+    return Collected(bundle, groups, summary, directory)

@@ -20,7 +20,8 @@ def with_reward(completion: ScoredRollout, reward: float) -> ScoredRollout:
 def templates(collected: Collected) -> tuple[ScoredRollout, ScoredRollout]:
     """A silent (no-output) and a speaking completion from the real collection."""
     group = collected.groups[1].completions
-    assert is_no_output(group[0]) and not is_no_output(group[1])
+    assert is_no_output(group[0])
+    assert not is_no_output(group[1])
     return group[0], group[1]
 
 
@@ -43,7 +44,8 @@ def test_the_contract_s_unit_example(collected: Collected) -> None:
     assert record.no_output_rollouts_discarded == 3
     assert record.no_usable_output_groups_skipped == 1
     assert record.no_reward_gradient_groups_skipped == 1
-    assert record.warnings is not None and len(record.warnings) == 3
+    assert record.warnings is not None
+    assert len(record.warnings) == 3
     assert [w.split(":")[0] for w in record.warnings] == ["group 0", "group 1", "group 2"]
     (kept,) = selection.groups
     assert [c.reward for c in kept.completions] == [0.0, 1.0]
@@ -59,7 +61,8 @@ def test_a_real_collection(collected: Collected) -> None:
     assert (record.groups_submitted, record.rollouts_submitted) == (4, 8)
     assert [g.completions[0].openenv.seed for g in selection.groups] == [1, 2, 3, 4]
     # group 0 skipped, groups 1-5 each a partial discard, group 5 also skipped
-    assert record.warnings is not None and len(record.warnings) == 7
+    assert record.warnings is not None
+    assert len(record.warnings) == 7
     # the selected corpus is the collector's own line bytes of the kept groups
     assert selection.corpus_bytes().count(b"\n") == 4
 
@@ -138,4 +141,5 @@ def test_counts_add_up_and_every_submitted_group_has_a_gradient(
     skipped = record.no_usable_output_groups_skipped + record.no_reward_gradient_groups_skipped
     assert len(record.warnings or []) == partial + skipped
     indices = [int(w.split(":")[0].removeprefix("group ")) for w in record.warnings or []]
-    assert indices == sorted(indices) and all(0 <= i < len(shapes) for i in indices)
+    assert indices == sorted(indices)
+    assert all(0 <= i < len(shapes) for i in indices)
