@@ -421,6 +421,14 @@ MAX_SERVER_CREDENTIALS: Final = 256
 MAX_SERVER_POLICIES: Final = 64
 """``[policies.<adapter>]`` tables in one server configuration."""
 
+MAX_SERVER_ADAPTERS: Final = 1024
+"""Adapters one server's state directory holds (``<state>/adapters/<name>/``): an install
+beyond it is refused (``adapter_registry_full``) and ``GET /v1/adapters`` lists at most this
+many, by name."""
+
+MAX_ADAPTER_NAME_CHARS: Final = 128
+"""An installed adapter's name: 1..128 ASCII characters (Kiln's ``ImportAdapterName``)."""
+
 MAX_CANCEL_WAIT_S: Final = 10.0
 """How long ``DELETE /v1/openenv/runs/<id>`` waits for an active run to stop before it
 answers with the still-stopping status (cancellation stays cooperative)."""

@@ -42,11 +42,18 @@ def _serve_app(subcommand: str | None = None) -> typer.Typer:
     return serve_app
 
 
+def _adapters_app(subcommand: str | None = None) -> typer.Typer:
+    from kiln_verify.cli.adapters_cmd import adapters_app
+
+    return adapters_app
+
+
 GROUPS: dict[str, Callable[[str | None], typer.Typer]] = {
     "oracle": _oracle_app,
     "openenv": _openenv_app,
     "hf": _hf_app,
     "serve": _serve_app,
+    "adapters": _adapters_app,
 }
 
 

@@ -3,7 +3,9 @@
 With no ``--config`` it listens on loopback port 8420, keeps its state in
 ``$XDG_STATE_HOME/kiln-verify`` (``~/.local/state/kiln-verify``), accepts loopback
 environment URLs only and plays adapter ``base`` with the ``random`` policy. ``--host``,
-``--port`` and ``--state-dir`` override the file's ``[server]`` table. Once listening it
+``--port`` and ``--state-dir`` override the file's ``[server]`` table; ``--model DIR``
+makes ``DIR`` the resident model (``[model].path``; docs/resident-model.md), loaded when a
+run first needs it. Once listening it
 prints one line naming the URL and the state directory; SIGINT or SIGTERM stop it (runs
 that were active fail with ``run_interrupted`` at the next start).
 """
@@ -47,9 +49,19 @@ def serve_command(
         str | None,
         typer.Option("--state-dir", metavar="DIR", help="Directory holding .openenv/runs/."),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="DIR",
+            help="Local Hugging Face model directory: the resident model that plays adapter "
+            "'base' and every installed adapter (overrides [model].path).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the control plane until interrupted."""
     from kiln_verify.control.config import load_config
+    from kiln_verify.control.sections.model import model_settings
     from kiln_verify.control.store import RunStore
     from kiln_verify.openenv.protocol.urls import is_loopback_host
     from kiln_verify.server.runner import serve_forever
@@ -65,9 +77,19 @@ def serve_command(
         port=settings.port if port is None else port,
         state_dir=settings.state_dir if state_dir is None else Path(state_dir),
     )
+    if model is not None:
+        try:
+            settings = dataclasses.replace(settings, model=model_settings(settings.model, model))
+        except KilnError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(exc.exit_code) from None
 
     def ready(url: str) -> None:
-        print(f"kiln-verify serve: listening on {url} (state {settings.state_dir})", flush=True)
+        resident = "" if settings.model is None else f", model {settings.model.path}"
+        print(
+            f"kiln-verify serve: listening on {url} (state {settings.state_dir}{resident})",
+            flush=True,
+        )
 
     if not is_loopback_host(settings.host):
         typer.echo(

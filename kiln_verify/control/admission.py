@@ -160,6 +160,17 @@ def collection_controls(request: OpenEnvRunRequest, config: ServerConfig) -> Col
     )
 
 
+def _resident_serves(config: ServerConfig, adapter: str) -> bool:
+    """Whether the resident model plays ``adapter`` (an installed adapter needs no policy
+    table). Its modules load the HF half, so only a server with a resident model imports
+    them."""
+    if config.model is None:
+        return False
+    from kiln_verify.control.resident.serving import serves
+
+    return serves(config, adapter)
+
+
 def check_run_request(request: OpenEnvRunRequest, config: ServerConfig) -> CollectionControls:
     """Apply the server's policy to a normalized rollout request; its controls when
     admissible (the registry has already dispatched on ``request.kind``)."""
@@ -170,7 +181,7 @@ def check_run_request(request: OpenEnvRunRequest, config: ServerConfig) -> Colle
             hint="remove the training-only fields from a rollout request",
         )
     check_environments(request.environment_urls, request.credential_ids, config)
-    if request.adapter not in config.policies:
+    if request.adapter not in config.policies and not _resident_serves(config, request.adapter):
         raise ApiAdapterUnknown(f"no policy is configured for adapter {snippet(request.adapter)}")
     try:
         return collection_controls(request, config)

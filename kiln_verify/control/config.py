@@ -22,6 +22,9 @@
     policy = "random"              # scripted | random | openai | transformers
     options = {}                   # the same KEY = "VALUE" options as --policy-option
 
+    [model]                        # optional; `serve --model DIR` sets path (see
+    path = "/models/tiny"          # sections/model.py and docs/resident-model.md)
+
 Each family's section is parsed by its own module (:mod:`kiln_verify.control.sections`);
 this module owns ``[server]``, the file itself and the assembled :class:`ServerConfig`.
 Without a file every default applies and adapter ``base`` is the ``random`` policy, so a
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kiln_verify.control.sections import SECTIONS
+from kiln_verify.control.sections.model import ModelSettings
 from kiln_verify.control.sections.openenv import CredentialHandle, OpenEnvSettings, origin_of
 from kiln_verify.control.sections.policies import PolicySpec, default_policies
 from kiln_verify.control.sections.rules import fail, integer, known_keys, table
@@ -49,6 +53,7 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "CredentialHandle",
+    "ModelSettings",
     "OpenEnvSettings",
     "PolicySpec",
     "ServerConfig",
@@ -81,6 +86,7 @@ class ServerConfig:
     state_dir: Path = dataclasses.field(default_factory=default_state_dir)
     openenv: OpenEnvSettings = dataclasses.field(default_factory=OpenEnvSettings)
     policies: Mapping[str, PolicySpec] = dataclasses.field(default_factory=default_policies)
+    model: ModelSettings | None = None
 
     @property
     def runs_root(self) -> Path:

@@ -54,6 +54,7 @@ from kiln_verify.openenv.collect import (
     build_bundle,
     collect,
 )
+from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
 from kiln_verify.openenv.records.summary import RolloutStats
@@ -182,15 +183,26 @@ class _Progress:
             )
 
 
+async def _resident_policy(registry: RunRegistry, adapter: str) -> Policy | None:
+    if registry.config.model is None:
+        return None  # the resident model's modules load the HF half: only when configured
+    from kiln_verify.control.resident.serving import served_policy
+
+    return await served_policy(registry.config, adapter)
+
+
 async def _collect(
     registry: RunRegistry,
     request: OpenEnvRunRequest,
     controls: CollectionControls,
     hook: _Progress,
 ) -> Collection:
-    """The collection of one run: the adapter's policy and the library's collector."""
-    spec = registry.config.policies[request.adapter]
-    policy = build_policy(spec.policy, spec.options)
+    """The collection of one run: the adapter's policy (the resident model's, when it plays
+    the adapter: docs/resident-model.md) and the library's collector."""
+    policy = await _resident_policy(registry, request.adapter)
+    if policy is None:
+        spec = registry.config.policies[request.adapter]
+        policy = build_policy(spec.policy, spec.options)
     try:
         return await collect(controls, policy, progress=hook)
     finally:

@@ -43,6 +43,7 @@ from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.kind import ArtifactTable, KindTable, kind_of
 from kiln_verify.control.metrics import ControlMetrics, Gauges
 from kiln_verify.control.request import OpenEnvRunRequest
+from kiln_verify.control.resident.required import MODEL_KINDS, require_resident_model
 from kiln_verify.control.restore import plan_restore, restartable
 from kiln_verify.control.status import (
     RUN_SCHEMA,
@@ -127,7 +128,13 @@ class RunRegistry(TrackedRuns):
         return kind.artifacts if kind is not None else {}
 
     def admit(self, request: OpenEnvRunRequest) -> Any:
-        """The request's kind's admission (a typed refusal, or the controls it computed)."""
+        """The request's kind's admission (a typed refusal, or the controls it computed).
+
+        A kind that needs a resident model (``train``) and is not served is
+        ``model_not_loaded`` on a server without one, the first thing missing; a served
+        kind's own admission checks that itself (``require_resident_model``)."""
+        if request.kind in MODEL_KINDS and request.kind not in self.kinds:
+            require_resident_model(self.config, f"kind={request.kind}")
         return kind_of(self.kinds, request.kind).admit(request, self.config)
 
     def create(self, request: OpenEnvRunRequest) -> tuple[OpenEnvRunStatus, bool]:

@@ -27,6 +27,10 @@ from kiln_verify.errors.base import (
     snippet,
 )
 from kiln_verify.errors.control import (
+    ApiAdapterExists,
+    ApiAdapterImportFailed,
+    ApiAdapterNameInvalid,
+    ApiAdapterRegistryFull,
     ApiAdapterUnknown,
     ApiArtifactIntegrityFailed,
     ApiArtifactNotFound,
@@ -38,6 +42,7 @@ from kiln_verify.errors.control import (
     ApiInspectionFailed,
     ApiInternalError,
     ApiMethodNotAllowed,
+    ApiModelNotLoaded,
     ApiRemoteForbidden,
     ApiRequestInvalid,
     ApiRequestTooLarge,
@@ -376,6 +381,10 @@ __all__ = [
     "snippet",
 ]
 __all__ += [  # the control-plane family (kiln_verify.errors.control)
+    "ApiAdapterExists",
+    "ApiAdapterImportFailed",
+    "ApiAdapterNameInvalid",
+    "ApiAdapterRegistryFull",
     "ApiAdapterUnknown",
     "ApiArtifactIntegrityFailed",
     "ApiArtifactNotFound",
@@ -387,6 +396,7 @@ __all__ += [  # the control-plane family (kiln_verify.errors.control)
     "ApiInspectionFailed",
     "ApiInternalError",
     "ApiMethodNotAllowed",
+    "ApiModelNotLoaded",
     "ApiRemoteForbidden",
     "ApiRequestInvalid",
     "ApiRequestTooLarge",

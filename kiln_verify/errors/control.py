@@ -162,6 +162,54 @@ class ApiInternalError(ControlApiError):
     default_hint = "see the server's log output"
 
 
+# --- the resident model and its adapters (docs/resident-model.md) ---------------------
+
+
+class ApiModelNotLoaded(ControlApiError):
+    """No resident model: a train request or an adapter route needs one."""
+
+    code = "model_not_loaded"
+    http_status = 409
+    default_hint = (
+        "start the server with `kiln-verify serve --model DIR` (or a [model] table with "
+        "path = DIR in its configuration file)"
+    )
+
+
+class ApiAdapterNameInvalid(ControlApiError):
+    code = "adapter_name_invalid"
+    default_hint = (
+        "an adapter name is 1..128 ASCII characters: a letter or digit, then letters, digits, "
+        "'.', '_' or '-', with no '..'; 'base' names the resident model itself"
+    )
+
+
+class ApiAdapterExists(ControlApiError):
+    code = "adapter_exists"
+    http_status = 409
+    default_hint = "an installed adapter is never replaced; choose another name"
+
+
+class ApiAdapterRegistryFull(ControlApiError):
+    code = "adapter_registry_full"
+    http_status = 409
+    default_hint = "the server holds MAX_SERVER_ADAPTERS adapters; remove one by hand first"
+
+
+class ApiAdapterImportFailed(ControlApiError):
+    """The verified import refused the adapter; ``cause`` is the import's own error code."""
+
+    code = "adapter_import_failed"
+    http_status = 422
+    default_hint = "the adapter must pass `kiln-verify hf import-peft`'s checks; nothing was kept"
+    cause: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.cause is not None:
+            out["cause"] = self.cause
+        return out
+
 # --- the control client ---------------------------------------------------------------
 
 

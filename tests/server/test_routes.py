@@ -154,7 +154,8 @@ def test_body_bound_and_strict_json(http: httpx.Client, bandit: OracleHandle) ->
         ({"surprise": 1}, 400, "openenv_invalid_request"),
         ({"environment_reset_options": [{}, {}]}, 400, "openenv_invalid_request"),
         ({"output_adapter": "x"}, 400, "openenv_invalid_request"),
-        ({"kind": "train", "output_adapter": "x"}, 501, "openenv_run_kind_unsupported"),
+        # no resident model: what is missing first (docs/resident-model.md)
+        ({"kind": "train", "output_adapter": "x"}, 409, "model_not_loaded"),
         ({"kind": "evaluate"}, 400, "openenv_invalid_request"),
     ],
 )

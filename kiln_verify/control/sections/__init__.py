@@ -5,6 +5,7 @@ section        ``ServerConfig`` field  families it configures
 =============  =====================  =====================================================
 ``[openenv]``  ``openenv``             runs, artifacts, inspection and tasks
 ``[policies]`` ``policies``            runs (the policy each request's adapter selects)
+``[model]``    ``model``               runs, adapters (the resident model; absent: none)
 =============  =====================  =====================================================
 
 ``[server]`` (host, port, state directory) belongs to the process, not to a family, and
@@ -20,6 +21,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kiln_verify.control.sections.model import parse_model
 from kiln_verify.control.sections.openenv import parse_openenv
 from kiln_verify.control.sections.policies import parse_policies
 
@@ -38,4 +40,5 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("openenv", "openenv", parse_openenv),
     Section("policies", "policies", parse_policies),
+    Section("model", "model", parse_model),
 )

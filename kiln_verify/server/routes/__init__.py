@@ -7,6 +7,7 @@ family         routes
 ``artifacts``  ``GET /v1/openenv/runs/{id}/artifacts/{kind}``
 ``discovery``  ``POST /v1/openenv/inspect``, ``POST /v1/openenv/tasks`` (inspection, tasks)
 ``metrics``    ``GET /metrics``, ``GET /health``
+``adapters``   ``GET /v1/adapters`` (the resident model's adapters; docs/resident-model.md)
 =============  ===========================================================================
 
 A new family (HF exports, PEFT imports, adapters, the dashboard's static files) is one
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from kiln_verify.server.routes import artifacts, discovery, metrics, runs
+from kiln_verify.server.routes import adapters, artifacts, discovery, metrics, runs
 
 __all__ = ["FAMILIES", "include_all"]
 
@@ -28,6 +29,7 @@ FAMILIES: tuple[tuple[str, APIRouter], ...] = (
     ("artifacts", artifacts.router),
     ("discovery", discovery.router),
     ("metrics", metrics.router),
+    ("adapters", adapters.router),
 )
 """Route families in mounting order (the order of the OpenAPI document's paths)."""
 
