@@ -299,3 +299,28 @@ def test_an_unknown_adapter_is_still_refused(http: httpx.Client, bandit: OracleH
         answer = http.post("/v1/openenv/runs", json=small_request(bandit.base_url, adapter=adapter))
         assert answer.status_code == 400
         assert answer.json()["error"]["code"] == code
+
+
+def test_an_adapter_changed_after_its_import_is_listed_invalid_and_never_served(
+    http: httpx.Client, config: ServerConfig, completed: tuple[Path, Path], bandit: OracleHandle
+) -> None:
+    install_adapter(config, bundle=completed[1], name="changed")
+    weights = adapters_root(config) / "changed" / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    (entry,) = [e for e in listing(http)["available"] if e["name"] == "changed"]
+    assert entry["status"] == "invalid"
+    assert entry["error"].startswith("digest_mismatch")
+    assert entry["adapter_model_sha256"] is None
+    body = small_request(bandit.base_url, adapter="changed", max_steps=1, max_action_tokens=4)
+    created = http.post("/v1/openenv/runs", json=body)
+    assert created.status_code == 202, created.text
+    run = wait_terminal(http, created.json()["run_id"], timeout=60)
+    assert run["state"] == "failed"
+    assert run["failure"]["code"] == "persisted_contract_invalid"
+    assert "fails verification" in run["failure"]["message"]
+    assert "artifacts" not in run or not run["artifacts"]
+    (entry,) = [e for e in listing(http)["available"] if e["name"] == "changed"]
+    assert entry["last_load_error"].startswith("policy_adapter_invalid")
+    assert "changed" not in listing(http)["loaded_adapters"]

@@ -111,7 +111,16 @@ class ResidentModel:
     def _attach(self, name: str) -> tuple[str, dict[str, str]]:
         """Verify the installed adapter ``name`` and attach its weights; (key, identity)."""
         directory = os.path.join(self.adapters_root, name)
-        installed = verify_installed(directory, name=name)
+        try:
+            installed = verify_installed(directory, name=name)
+        except KilnError as exc:
+            # a directory changed since its import is never served (the run fails with
+            # persisted_contract_invalid, as for any adapter that cannot be played)
+            raise PolicyAdapterInvalid(
+                f"installed adapter {name!r} fails verification ({exc.code}: {exc.rule})",
+                path=directory,
+                hint="install the adapter again under a new name through the verified import",
+            ) from None
         identity = {"name": name, "content_sha256": "sha256:" + installed.content_revision}
         key = f"adapter{len(self._keys)}"  # PEFT adapter names may not contain '.'
         try:
