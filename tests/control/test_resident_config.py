@@ -134,3 +134,32 @@ def test_the_longest_name_is_accepted() -> None:
     name = "A" + "b.-_9" * 25 + "xy"
     assert len(name) == 128
     assert check_adapter_name(name) == name
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=140)))
+def test_installing_under_a_hostile_name_writes_nothing(name: str) -> None:
+    import tempfile
+
+    from kiln_verify.control.resident.store import adapters_root, install_adapter
+
+    if check_ok(name):
+        return  # a valid name goes on to the verified import (tests/server)
+    with tempfile.TemporaryDirectory() as temp:
+        root = Path(temp)
+        (root / "model").mkdir()
+        state = root / "state"
+        state.mkdir()
+        config = ServerConfig(state_dir=state, model=ModelSettings(root / "model"))
+        with pytest.raises(ApiAdapterNameInvalid):
+            install_adapter(config, bundle=root / "missing.kiln-hf", name=name)
+        assert not adapters_root(config).exists()
+        assert sorted(p.name for p in root.rglob("*")) == ["model", "state"]
+
+
+def check_ok(name: str) -> bool:
+    try:
+        check_adapter_name(name)
+    except ApiAdapterNameInvalid:
+        return False
+    return True
