@@ -29,7 +29,7 @@ def test_bearer_server_conforms_with_the_credential(
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     handle = openenv_oracle("counter", faults=[f"require-bearer={TOKEN_ENV}"])
     path = pytester.path / "bearer.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p",
         "kiln",
         "-rA",
@@ -61,7 +61,7 @@ def test_bearer_server_without_the_credential_fails(
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     handle = openenv_oracle("counter", faults=[f"require-bearer={TOKEN_ENV}"])
     path = pytester.path / "anonymous.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p",
         "kiln",
         "-rA",

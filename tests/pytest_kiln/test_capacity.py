@@ -13,7 +13,7 @@ pytest_plugins = ["pytester"]
 
 @pytest.mark.parametrize("value", ["0", "abc", "1025"])
 def test_a_bad_probe_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-oracle", "counter", f"--kiln-capacity-probe={value}", *CONFORMANCE
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -24,7 +24,7 @@ def test_a_bad_probe_is_a_usage_error(pytester: pytest.Pytester, value: str) -> 
 
 def test_the_probe_bounds_the_sessions_opened(pytester: pytest.Pytester) -> None:
     report = pytester.path / "probe.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-oracle", "counter", "--kiln-capacity-probe", "2",
         "--kiln-report", str(report), "-k", "capacity", *CONFORMANCE,
     )
@@ -43,7 +43,7 @@ def test_the_probe_bounds_the_sessions_opened(pytester: pytest.Pytester) -> None
 def test_the_probe_from_the_ini_file(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nkiln_capacity_probe = 1\n")
     report = pytester.path / "ini.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-oracle", "counter", "--kiln-report", str(report),
         "-k", "capacity-reached", *CONFORMANCE,
     )
@@ -100,7 +100,7 @@ def test_spurious_capacity_refusals_fail_no_must_case(pytester: pytest.Pytester,
                                                       openenv_oracle: OracleFactory) -> None:
     flaky = openenv_oracle("bandit", faults=["flaky-capacity=2"])  # every second session is refused
     report = pytester.path / "flaky.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-openenv-url", flaky.base_url, "--kiln-report", str(report),
         "-k", "not capacity", *CONFORMANCE,
     )

@@ -62,7 +62,7 @@ def test_the_verdict_names_its_cases_and_rollout_agrees(
     url = {name: handle.base_url for name, handle in servers.items()}
     report, page = pytester.path / "report.json", pytester.path / "report.html"
     args = [arg for handle in servers.values() for arg in ("--kiln-openenv-url", handle.base_url)]
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-report", str(report), "--kiln-report-html", str(page),
         *args, *CONFORMANCE,
     )  # fmt: skip

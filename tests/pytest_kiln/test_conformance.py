@@ -85,7 +85,7 @@ def test_the_docs_table_is_the_inventory() -> None:
 
 def test_must_cases_pass_on_several_oracles(pytester: pytest.Pytester) -> None:
     report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p",
         "kiln",
         "--kiln-oracle",
@@ -117,7 +117,7 @@ def test_must_cases_pass_on_several_oracles(pytester: pytest.Pytester) -> None:
 
 
 def test_full_inventory_has_no_failed_must(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("-p", "kiln", "--kiln-oracle", "all", *CONFORMANCE)
+    result = pytester.runpytest_inprocess("-p", "kiln", "--kiln-oracle", "all", *CONFORMANCE)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*0 NON-STRICT, 0 FAILED*"])
 
@@ -129,7 +129,7 @@ def test_fault_profiles_fail_the_right_cases(
     wrong = openenv_oracle("counter", faults=["wrong-response-type"])
     nondet = openenv_oracle("bandit", faults=["nondeterministic-reset"])
     report = pytester.path / "faults.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p",
         "kiln",
         "-rf",
@@ -171,7 +171,7 @@ def test_capacity_case_against_a_one_session_server(openenv_oracle: OracleFactor
 
 def test_unreachable_endpoint_fails_must_cases(pytester: pytest.Pytester) -> None:
     report = pytester.path / "down.json"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p",
         "kiln",
         "--kiln-openenv-url",
@@ -189,7 +189,7 @@ def test_unreachable_endpoint_fails_must_cases(pytester: pytest.Pytester) -> Non
 
 
 def test_report_section_is_attached(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-oracle", "counter", "-rA", "-k", "health", *CONFORMANCE
     )
     assert result.ret == 0
@@ -199,7 +199,7 @@ def test_report_section_is_attached(pytester: pytest.Pytester) -> None:
 def test_report_path_that_exists_is_a_usage_error(pytester: pytest.Pytester) -> None:
     existing: Path = pytester.path / "exists.json"
     existing.write_text("{}", encoding="utf-8")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-oracle", "counter", "--kiln-report", str(existing), *CONFORMANCE
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR

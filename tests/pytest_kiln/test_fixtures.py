@@ -55,7 +55,7 @@ TESTS = textwrap.dedent("""
 
 def test_fixtures_and_marker(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
-    result = pytester.runpytest_subprocess("-p", "kiln", "--kiln-oracle", "counter,bandit", "-v")
+    result = pytester.runpytest_inprocess("-p", "kiln", "--kiln-oracle", "counter,bandit", "-v")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(
         [
@@ -68,6 +68,6 @@ def test_fixtures_and_marker(pytester: pytest.Pytester) -> None:
 
 def test_no_endpoint_skips_with_the_fix(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(openenv_client):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "kiln", "-rs")
+    result = pytester.runpytest_inprocess("-p", "kiln", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*no OpenEnv endpoint under test: pass --kiln-openenv-url*"])

@@ -45,6 +45,7 @@ def test_a_plain_run_with_the_plugin_loaded_stays_lazy(
     """)
     )
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    # A fresh interpreter: in this process the suite has long imported what it asserts absent.
     result = pytester.runpytest_subprocess("-p", "kiln")
     result.assert_outcomes(passed=1)
 
@@ -53,7 +54,7 @@ def test_autoload_off_with_p_kiln(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "--kiln-oracle", "counter", "-k", "health", *CONFORMANCE
     )
     result.assert_outcomes(passed=1)
@@ -69,7 +70,7 @@ def test_autoload_off_without_p_kiln_has_no_options(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    result = pytester.runpytest_subprocess("--kiln-oracle", "counter")
+    result = pytester.runpytest_inprocess("--kiln-oracle", "counter")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unrecognized arguments: --kiln-oracle*"])
 
@@ -78,7 +79,7 @@ def test_autoload_on_registers_the_entry_point(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "--kiln-oracle", "counter", "-k", "ws.state and not shape", *CONFORMANCE
     )
     result.assert_outcomes(passed=1)
@@ -86,13 +87,13 @@ def test_autoload_on_registers_the_entry_point(
 
 def test_p_no_kiln_disables_it(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    result = pytester.runpytest_subprocess("-p", "no:kiln", "--kiln-oracle", "counter")
+    result = pytester.runpytest_inprocess("-p", "no:kiln", "--kiln-oracle", "counter")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unrecognized arguments: --kiln-oracle*"])
 
 
 def test_help_lists_the_kiln_group(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("-p", "kiln", "--help")
+    result = pytester.runpytest_inprocess("-p", "kiln", "--help")
     result.stdout.fnmatch_lines(
         [
             "kiln OpenEnv conformance:",
@@ -106,13 +107,13 @@ def test_help_lists_the_kiln_group(pytester: pytest.Pytester) -> None:
 
 
 def test_unknown_oracle_name_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("-p", "kiln", "--kiln-oracle", "bandit,nope")
+    result = pytester.runpytest_inprocess("-p", "kiln", "--kiln-oracle", "bandit,nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--kiln-oracle: unknown oracle server 'nope'; known: all, *"])
 
 
 def test_bad_url_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("-p", "kiln", "--kiln-openenv-url", "ftp://x")
+    result = pytester.runpytest_inprocess("-p", "kiln", "--kiln-openenv-url", "ftp://x")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--kiln-openenv-url 'ftp://x'*"])
 
@@ -137,14 +138,14 @@ def test_bad_marker_is_a_usage_error(pytester: pytest.Pytester, marker: str, mes
             pass
     """)
     )
-    result = pytester.runpytest_subprocess("-p", "kiln")
+    result = pytester.runpytest_inprocess("-p", "kiln")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
 
 def test_ini_keys_configure_the_run(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nkiln_oracle = counter\n")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "kiln", "-k", "ws.reset and observation", *CONFORMANCE
     )
     result.assert_outcomes(passed=1)

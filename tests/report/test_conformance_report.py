@@ -61,7 +61,7 @@ def test_the_reader_refuses_bad_json(tmp_path: Path) -> None:
 
 def test_the_plugin_writes_json_and_html_that_agree(pytester: pytest.Pytester) -> None:
     report, page = pytester.path / "c.json", pytester.path / "c.html"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p",
         "kiln",
         "--kiln-oracle",
@@ -92,11 +92,11 @@ def test_existing_reports_are_refused_unless_overwrite(pytester: pytest.Pytester
     page = pytester.path / "c.html"
     page.write_text("old")
     args = ["-p", "kiln", "--kiln-oracle", "counter", "-k", "health", *CONFORMANCE]
-    refused = pytester.runpytest_subprocess(*args, "--kiln-report-html", str(page))
+    refused = pytester.runpytest_inprocess(*args, "--kiln-report-html", str(page))
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--kiln-report-html*already exists*--kiln-report-overwrite*"])
     assert page.read_text() == "old"
-    replaced = pytester.runpytest_subprocess(
+    replaced = pytester.runpytest_inprocess(
         *args, "--kiln-report-html", str(page), "--kiln-report-overwrite"
     )
     replaced.assert_outcomes(passed=1)
