@@ -35,4 +35,6 @@ def test_paths_are_relative_distinct_and_plain() -> None:
     assert len(set(paths)) == len(paths)
     for path in paths:
         parts = path.split("/")
-        assert not path.startswith("/") and ".." not in parts and "" not in parts
+        assert not path.startswith("/")
+        assert ".." not in parts
+        assert "" not in parts
