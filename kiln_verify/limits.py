@@ -351,6 +351,10 @@ MAX_LORA_RANK: Final = 65536
 """Largest accepted LoRA ``r``. Kiln only requires ``r > 0``; this bound is far above any
 real adapter (ranks are ≤ a projection's width) and keeps shape arithmetic small."""
 
+MAX_TRAINER_SEED: Final = 2**32 - 1
+"""Largest ``GrpoConfig.seed`` the recorded-GRPO runner takes (``train.py --seed``; torch's
+and NumPy's seeds are 32-bit); a larger Kiln seed is refused at training admission."""
+
 # --- archives (kiln_verify.core.safe_tar; kiln-hf-trl-contract §1.3, §5.8, §7) -----------
 
 MAX_ARCHIVE_COMPRESSED_BYTES: Final = 64 * GiB

@@ -18,6 +18,10 @@ A run kind (``rollout`` today, ``train`` next) is one :class:`RunKind` value:
     the kind's artifact table: artifact kind -> file in the run directory, its size cap and
     its media type. The artifact route serves only what the run's kind lists here *and* the
     run's persisted manifest binds.
+``contract`` (optional)
+    the ``kiln.openenv-training-contract.v1`` a run of this kind seals, from the controls
+    its admission computed: the registry writes it into the run's first ``run.json``
+    (:mod:`kiln_verify.control.training.seal`); a ``kind=train`` status must carry one.
 
 The registry dispatches on ``request.kind`` through a :data:`KindTable`; a kind missing
 from the table is ``openenv_run_kind_unsupported`` (501). This module imports nothing of
@@ -35,6 +39,7 @@ from typing import Any, Final
 from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.status import RunProgress
+from kiln_verify.control.training.records import OpenEnvTrainingContract
 from kiln_verify.errors import ApiRunKindUnsupported
 
 __all__ = [
@@ -74,13 +79,14 @@ ArtifactTable = Mapping[str, ArtifactFile]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunKind:
-    """A run kind's four declarations (see the module docstring)."""
+    """A run kind's declarations (see the module docstring)."""
 
     name: str
     admit: Admit
     execute: Executor
     progress: Callable[[OpenEnvRunRequest], RunProgress]
     artifacts: ArtifactTable
+    contract: Callable[[Any], OpenEnvTrainingContract] | None = None
 
 
 KindTable = Mapping[str, RunKind]

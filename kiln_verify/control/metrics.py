@@ -6,8 +6,10 @@ family appear or a new label value. Environment URLs, names, adapters, credentia
 idempotency keys and run ids are never labels: the only inputs are the counters below,
 incremented with closed values, and the three gauges computed at scrape time.
 
-Families a rollout-only server never touches (training preflights, environment
-evaluations and gates) are left out rather than exported as permanent zeros.
+Families this server never touches yet (environment evaluations and gates) are left out
+rather than exported as permanent zeros; training admission counts its preflights
+(``kiln_openenv_training_preflights_total{status}``) and its refused train requests
+(``kiln_openenv_runs_total{status="training_preflight_rejected"}``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kiln_verify.openenv.records.summary import RolloutStats
 __all__ = [
     "AUTHENTICATED_OPERATIONS",
     "CATALOG_STATUSES",
+    "PREFLIGHT_STATUSES",
     "RUN_STATUSES",
     "TERMINATIONS",
     "ControlMetrics",
@@ -34,6 +37,7 @@ __all__ = [
 
 RUN_STATUSES: Final = (
     "started",
+    "training_preflight_rejected",
     "idempotent_replay",
     "resumed",
     "admitted",
@@ -43,6 +47,7 @@ RUN_STATUSES: Final = (
 )
 TERMINATIONS: Final = ("done", "max_steps", "invalid_model_action", "protocol_error")
 CATALOG_STATUSES: Final = ("started", "completed", "failed")
+PREFLIGHT_STATUSES: Final = ("accepted", "rejected")
 AUTHENTICATED_OPERATIONS: Final = ("inspect", "task_catalog", "run")
 _BOOLS: Final = ("true", "false")
 
@@ -73,6 +78,7 @@ class ControlMetrics(Collector):
         self.model_latency_seconds = 0.0
         self.catalog = dict.fromkeys(CATALOG_STATUSES, 0)
         self.authenticated = dict.fromkeys(AUTHENTICATED_OPERATIONS, 0)
+        self.preflights = dict.fromkeys(PREFLIGHT_STATUSES, 0)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -105,6 +111,10 @@ class ControlMetrics(Collector):
 
     def authenticated_operation(self, operation: str) -> None:
         self.authenticated[operation] += 1
+
+    def training_preflight(self, status: str) -> None:
+        """A ``POST /v1/openenv/training/preflight`` answered (``accepted``/``rejected``)."""
+        self.preflights[status] += 1
 
     # -- exposition ---------------------------------------------------------------------
 
@@ -182,6 +192,12 @@ class ControlMetrics(Collector):
             "Operations that sent an environment credential.",
             "operation",
             self.authenticated,
+        )
+        yield _labelled(
+            "kiln_openenv_training_preflights",
+            "Training preflights by outcome.",
+            "status",
+            self.preflights,
         )
 
 

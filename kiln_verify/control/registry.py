@@ -173,6 +173,7 @@ class RunRegistry(TrackedRuns):
                 queue_position=len(self._queue) + 1,
             ),
             progress=kind.progress(request),
+            training_contract=kind.contract(controls) if kind.contract is not None else None,
         )
         try:
             self.store.create(status)

@@ -8,6 +8,8 @@ contracts (rows of :class:`kiln_verify.records.schema.SchemaContract`): draft 20
 root is a ``oneOf`` over the request and answer documents of the routes
 (docs/control-plane.md); the requests accept ``environment_urls`` for ``environments``,
 and a task split is provider-authored (its unknown fields are preserved, not refused).
+Training admission adds Kiln's preflight request and receipt and the training contract
+(:mod:`kiln_verify.control.training.records`), with ``GrpoConfig`` open as Kiln's is.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ from kiln_verify.control.status import (
     RunFailure,
     RunList,
     TaskCatalogResponse,
+)
+from kiln_verify.control.training.records import (
+    OpenEnvTrainingContract,
+    OpenEnvTrainingPreflightReceipt,
+    OpenEnvTrainingPreflightRequest,
 )
 from kiln_verify.records.schema import SchemaContract
 
@@ -50,14 +57,29 @@ CONTRACT: Final = SchemaContract(
         TaskCatalogRequest,
         TaskCatalogResponse,
         ApiErrorBody,
+        OpenEnvTrainingPreflightRequest,
+        OpenEnvTrainingPreflightReceipt,
+        OpenEnvTrainingContract,
     ),
     root="oneOf",
     module="kiln_verify.control.schema_export",
     input_aliases={
-        name: _ENVIRONMENT_URLS
-        for name in ("OpenEnvRunRequest", "InspectRequest", "TaskCatalogRequest")
+        **{
+            name: _ENVIRONMENT_URLS
+            for name in ("OpenEnvRunRequest", "InspectRequest", "TaskCatalogRequest")
+        },
+        "GrpoConfig": {"reference_policy": "kl_reference_policy"},
     },
-    open_records=("TaskSplitRecord",),
+    open_records=(
+        "TaskSplitRecord",
+        # Kiln's open GrpoConfig parts: unknown keys are read and ignored (admission
+        # refuses them before reading, docs/training-admission.md)
+        "GrpoConfig",
+        "KlReferencePolicy",
+        "LossConfig",
+        "EchoConfig",
+        "OpdAuxConfig",
+    ),
 )
 SCHEMA_ID: Final = CONTRACT.schema_id
 SCHEMA_PATH: Final = CONTRACT.path

@@ -4,15 +4,28 @@
 kiln-openenv-contract §10 and §12. This server writes v5 only; the record also reads the
 training-side fields a Kiln server adds to ``kind=train`` runs (kept as free JSON, never
 written here), so the control client can list a Kiln server's runs without refusing them.
+``training_contract`` is Kiln's typed ``kiln.openenv-training-contract.v1``
+(:mod:`kiln_verify.control.training.records`): required in a v5 ``kind=train`` status,
+absent from a v5 rollout status and from every older version (the schema's ``allOf``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from kiln_verify.control.request import OpenEnvRunRequest, RunKind
+from kiln_verify.control.training.records import OpenEnvTrainingContract
 from kiln_verify.limits import MAX_FAILURE_HINT_BYTES, MAX_FAILURE_MESSAGE_BYTES, MAX_TASK_PAGE
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord, EnvironmentInspection
 from kiln_verify.openenv.records.observation import ProtocolErrorCode
@@ -141,6 +154,24 @@ def _empty_to_none(value: list[Any] | None) -> list[Any] | None:
     return value or None
 
 
+def _when(schemas: list[str], kind: str | None, then: dict[str, JsonValue]) -> JsonValue:
+    required: list[JsonValue] = ["schema", "kind"] if kind is not None else ["schema"]
+    enum: list[JsonValue] = list(schemas)
+    properties: dict[str, JsonValue] = {"schema": {"enum": enum}}
+    if kind is not None:
+        properties["kind"] = {"const": kind}
+    return {"if": {"required": required, "properties": properties}, "then": then}
+
+
+_NO_CONTRACT: Final[dict[str, JsonValue]] = {"not": {"required": ["training_contract"]}}
+_CONTRACT_RULES: Final[list[JsonValue]] = [
+    _when([RUN_SCHEMA], "train", {"required": ["training_contract"]}),
+    _when([RUN_SCHEMA], "rollout", _NO_CONTRACT),
+    _when([f"kiln.openenv-run.v{n}" for n in range(1, 5)], None, _NO_CONTRACT),
+]
+"""Kiln's ``allOf``: the sealed contract belongs to v5 train runs only."""
+
+
 class RunFailure(Record):
     """``kiln.openenv-run-failure.v1``: the typed diagnosis of a failed run (§10)."""
 
@@ -195,6 +226,8 @@ class RunArtifact(Record):
 class OpenEnvRunStatus(Record):
     """``kiln.openenv-run.v5`` (reads v1..v5): what ``run.json`` and the status route hold."""
 
+    model_config = ConfigDict(json_schema_extra={"allOf": _CONTRACT_RULES})
+
     _omit_when_none: ClassVar[frozenset[str]] = frozenset(
         {
             "admission",
@@ -233,7 +266,7 @@ class OpenEnvRunStatus(Record):
     environments: list[EnvironmentIdentityRecord] | None = None
     artifacts: list[RunArtifact] | None = None
     training_job_id: StrictStr | None = None
-    training_contract: FreeJson | None = None
+    training_contract: OpenEnvTrainingContract | None = None
     training_submission: FreeJson | None = None
     training: FreeJson | None = None
     post_evaluations: list[FreeJson] | None = None
@@ -256,6 +289,13 @@ class OpenEnvRunStatus(Record):
                 raise ValueError("a queued v4/v5 status must include admission.queue_position")
         if self.kind != self.request.kind:
             raise ValueError("kind must equal request.kind")
+        sealed = self.training_contract is not None
+        if self.schema_ != RUN_SCHEMA and sealed:
+            raise ValueError("training_contract is a v5 field (v1..v4 status predates it)")
+        if self.schema_ == RUN_SCHEMA and sealed != (self.kind == "train"):
+            raise ValueError(
+                "a v5 train status carries training_contract; a v5 rollout status never does"
+            )
         return self
 
     @property

@@ -162,6 +162,42 @@ class ApiInternalError(ControlApiError):
     default_hint = "see the server's log output"
 
 
+# --- training admission (kiln-openenv-contract §5.8, §12; docs/training-admission.md) ---
+
+
+class ApiTrainingRequestInvalid(ControlApiError):
+    code = "openenv_training_request_invalid"
+    default_hint = (
+        "a kind=train request names output_adapter, a behaviour adapter that differs from it "
+        "and only the documented training fields (docs/training-admission.md)"
+    )
+
+
+class ApiTrainingConfigUnsupported(ControlApiError):
+    code = "openenv_training_config_unsupported"
+    default_hint = (
+        "leave the named GrpoConfig field at Kiln's default or use a value this trainer "
+        "honours (docs/training-admission.md, the effective-configuration table)"
+    )
+
+
+class ApiEnvironmentEvalInvalid(ControlApiError):
+    code = "openenv_environment_eval_invalid"
+    default_hint = (
+        "keep the evaluation seeds [seed_start, seed_start+groups) outside the training seeds "
+        "and give a gate at least 20 groups"
+    )
+
+
+class ApiPostEvalUnsupported(ControlApiError):
+    code = "openenv_post_eval_unsupported"
+    http_status = 501
+    default_hint = (
+        "drop post_eval: this server has no static evaluation suites; use environment_eval "
+        "for a paired held-out evaluation on the same environments"
+    )
+
+
 # --- the resident model and its adapters (docs/resident-model.md) ---------------------
 
 

@@ -24,12 +24,14 @@ from kiln_verify.control.registry import RunRegistry
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.status import RunArtifact, RunProgress
 from kiln_verify.control.store import RunStore
+from kiln_verify.control.training.records import OpenEnvTrainingContract
 from kiln_verify.errors import ApiRequestInvalid, ApiRunKindUnsupported
 from kiln_verify.server.runner import start_in_thread
 from oracle.runner import ServerHandle as OracleHandle
 from tests.control.support import config, small_request, wait_terminal
 
 RECEIPT = b'{"trained": true}\n'
+CONTRACT = {"schema": "kiln.openenv-training-contract.v1", "effective_config": {}}
 
 
 class StandIn:
@@ -77,6 +79,7 @@ class StandIn:
             artifacts={
                 "train_receipt": ArtifactFile("train-receipt.json", 1 << 20, "application/json")
             },
+            contract=lambda _controls: OpenEnvTrainingContract.from_json(CONTRACT),
         )
 
 
@@ -118,6 +121,7 @@ def test_a_plugged_in_kind_is_admitted_once_executed_and_served(
     assert run["progress"]["groups_total"] == 1  # the kind's progress shape
     assert len(stand_in.admitted) == 1  # admitted once, by the route
     assert stand_in.executed == [{"controls": 1}]  # ... and its controls used once
+    assert run["training_contract"]["schema"] == "kiln.openenv-training-contract.v1"  # sealed
     answer = served.get(run["artifacts"][0]["url"])
     assert answer.status_code == 200
     assert answer.content == RECEIPT

@@ -12,6 +12,7 @@ from kiln_verify.control.config import CredentialHandle, PolicySpec
 from kiln_verify.control.metrics import (
     AUTHENTICATED_OPERATIONS,
     CATALOG_STATUSES,
+    PREFLIGHT_STATUSES,
     RUN_STATUSES,
     TERMINATIONS,
 )
@@ -43,6 +44,7 @@ FAMILIES = {
         "counter",
         {"operation": set(AUTHENTICATED_OPERATIONS)},
     ),
+    "kiln_openenv_training_preflights": ("counter", {"status": set(PREFLIGHT_STATUSES)}),
 }
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 

@@ -73,6 +73,19 @@ _REQUEST = (
     "capacity_wait_seconds output_adapter training_config auto_load post_eval environment_eval"
 )
 
+_GRPO_CONFIG = (
+    "learning_rate kl_coeff clip_epsilon clip_eps_high cispo_max_weight advantage_mode "
+    "loss_aggregation kl_estimator dynamic_sampling is_level behavior_policy "
+    "kl_reference_policy reference_policy entropy_aware_kl_quantile "
+    "reward_saturation_threshold reward_low_variance_threshold reward_filter_var_min "
+    "reward_filter_var_max reward_filter_min_groups reward_filter_on_empty lora_rank "
+    "lora_alpha base_adapter allow_adapter_shape_conversion allow_high_lora_scale "
+    "output_name auto_load checkpoint_interval resume_checkpoint grad_checkpoint_segments "
+    "detect_anomaly seed optimizer adapter_smoke_test adapter_smoke_prompts "
+    "shared_prefix_reference loss"
+)
+"""``GrpoConfig``: open, nothing required (``reference_policy`` is an input alias)."""
+
 KILN: Final[dict[str, Kiln]] = {
     # --- kiln-openenv-v1.schema.json @7b449586 ------------------------------------------
     "OpenEnvRolloutSummary": _k(
@@ -221,7 +234,28 @@ KILN: Final[dict[str, Kiln]] = {
     "OpenEnvTrainingContract": _k(
         "schema effective_config post_eval behavior_policy",
         "post_eval behavior_policy",
-        children={"behavior_policy": "RolloutBehaviorPolicyIdentityV1"},
+        children={
+            "effective_config": "GrpoConfig",
+            "behavior_policy": "RolloutBehaviorPolicyIdentityV1",
+        },
+    ),
+    "GrpoConfig": _k(_GRPO_CONFIG, _GRPO_CONFIG, closed=False),
+    "OpenEnvTrainingPreflightRequest": _k(
+        "adapter output_adapter training_config auto_load post_eval",
+        "adapter training_config auto_load post_eval",
+        children={"training_config": "GrpoConfig"},
+    ),
+    "OpenEnvTrainingPreflightReceipt": _k(
+        "schema effective_config post_eval behavior_policy capacity capacity_reserved",
+        "post_eval",
+        children={
+            "effective_config": "GrpoConfig",
+            "behavior_policy": "RolloutBehaviorPolicyIdentityV1",
+            "capacity": "OpenEnvTrainingCapacitySnapshot",
+        },
+    ),
+    "OpenEnvTrainingCapacitySnapshot": _k(
+        "checked_unix_ms queued_jobs max_queued_jobs tracked_jobs max_tracked_jobs"
     ),
     "OpenEnvRunStatus": _k(
         "schema run_id kind state request submitted_unix_ms admission finished_unix_ms progress "
