@@ -35,6 +35,7 @@ _REGISTERED: dict[str, str] = {
     "replay": "kiln_verify.cli.openenv_replay",
     "evaluate": "kiln_verify.cli.openenv_evaluate",
     "runs": "kiln_verify.cli.openenv_runs",
+    "preflight": "kiln_verify.cli.openenv_preflight",
     "start": "kiln_verify.cli.openenv_start",
     "status": "kiln_verify.cli.openenv_status",
     "cancel": "kiln_verify.cli.openenv_cancel",

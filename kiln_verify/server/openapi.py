@@ -20,11 +20,17 @@ from kiln_verify.control.status import (
     OpenEnvRunStatus,
     TaskCatalogResponse,
 )
+from kiln_verify.control.training.records import OpenEnvTrainingPreflightRequest
 from kiln_verify.records import Record
 
 __all__ = ["answers", "artifact", "create_run", "inspect", "install", "run_answers", "tasks"]
 
-_REQUESTS: tuple[type[Record], ...] = (OpenEnvRunRequest, InspectRequest, TaskCatalogRequest)
+_REQUESTS: tuple[type[Record], ...] = (
+    OpenEnvRunRequest,
+    InspectRequest,
+    TaskCatalogRequest,
+    OpenEnvTrainingPreflightRequest,
+)
 _ERROR = {"model": ApiErrorBody, "description": 'Refused: {"error": {code, message, hint}}'}
 
 

@@ -6,6 +6,7 @@ family         routes
 ``runs``       ``GET``/``POST /v1/openenv/runs``, ``GET``/``DELETE /v1/openenv/runs/{id}``
 ``artifacts``  ``GET /v1/openenv/runs/{id}/artifacts/{kind}``
 ``discovery``  ``POST /v1/openenv/inspect``, ``POST /v1/openenv/tasks`` (inspection, tasks)
+``training``   ``POST /v1/openenv/training/preflight`` (admission; docs/training-admission.md)
 ``metrics``    ``GET /metrics``, ``GET /health``
 ``adapters``   ``GET /v1/adapters`` (the resident model's adapters; docs/resident-model.md)
 =============  ===========================================================================
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from kiln_verify.server.routes import adapters, artifacts, discovery, metrics, runs
+from kiln_verify.server.routes import adapters, artifacts, discovery, metrics, runs, training
 
 __all__ = ["FAMILIES", "include_all"]
 
@@ -28,6 +29,7 @@ FAMILIES: tuple[tuple[str, APIRouter], ...] = (
     ("runs", runs.router),
     ("artifacts", artifacts.router),
     ("discovery", discovery.router),
+    ("training", training.router),
     ("metrics", metrics.router),
     ("adapters", adapters.router),
 )
