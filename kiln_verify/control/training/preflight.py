@@ -202,16 +202,13 @@ async def admit_run(
 async def _admit_run(
     request: OpenEnvRunRequest, source: BehaviourSource, capacity: OpenEnvTrainingCapacitySnapshot
 ) -> OpenEnvTrainingPreflightReceipt:
-    rules.check_train_request(request, source.installed())
-    output = request.output_adapter
-    assert output is not None  # check_train_request refused its absence
+    output = rules.check_train_request(request)
+    adapter = rules.behaviour_adapter(request.adapter)
     config = _config(
-        request.training_config,
-        output_adapter=output,
-        adapter=rules.behaviour_adapter(request.adapter),
-        auto_load=request.auto_load,
+        request.training_config, output_adapter=output, adapter=adapter, auto_load=request.auto_load
     )
-    identity = await source.behaviour(rules.behaviour_adapter(request.adapter))
+    rules.check_output_free(output, source.installed())
+    identity = await source.behaviour(adapter)
     return OpenEnvTrainingPreflightReceipt(
         schema=PREFLIGHT_SCHEMA,
         effective_config=config,

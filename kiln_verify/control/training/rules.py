@@ -14,7 +14,8 @@ in this order, each with its own code:
    training seeds, and a gate has at least ``MINIMUM_PAIRED_GROUPS`` (20) groups
    (``openenv_environment_eval_invalid``);
 6. the output adapter is not installed yet (:func:`check_output_free`, ``adapter_exists``):
-   the installed set comes from whoever holds the adapters.
+   the installed set comes from whoever holds the adapters (checked after the GRPO
+   configuration, :mod:`~kiln_verify.control.training.effective`).
 
 None of these reads a file, opens a socket or writes anything.
 """
@@ -129,12 +130,13 @@ def check_output_free(output_adapter: str, installed: Collection[str]) -> None:
         )
 
 
-def check_train_request(request: OpenEnvRunRequest, installed: Collection[str]) -> None:
-    """Rules 1-6 for a normalized ``kind=train`` run request (the GRPO configuration is
-    :func:`~kiln_verify.control.training.preflight.admit_run`'s)."""
+def check_train_request(request: OpenEnvRunRequest) -> str:
+    """Rules 1-5 for a normalized ``kind=train`` run request; its output adapter. The GRPO
+    configuration and rule 6 follow in :func:`~kiln_verify.control.training.preflight.
+    admit_run`, in the preflight's order."""
     output = check_adapters(behaviour_adapter(request.adapter), request.output_adapter)
     check_post_eval(request.post_eval)
     check_environment_eval(
         request.environment_eval, seed_start=request.seed_start, groups=request.groups
     )
-    check_output_free(output, installed)
+    return output
