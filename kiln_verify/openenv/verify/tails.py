@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_ACTION_CHECK_CACHE_ENTRIES, MAX_ACTION_CHECK_CACHE_KEY_CHARS
-from kiln_verify.openenv.protocol.action_schema import ActionSchema
+from kiln_verify.openenv.protocol.action_schema import ActionSchema, compile_action_schema
 from kiln_verify.openenv.records.prompt import (
     harness_error_content,
     judge_model_reply,
@@ -47,7 +47,9 @@ class TailRules:
     """One recorded environment's action rules, for re-deriving invalid-action tails.
 
     Implements :class:`~kiln_verify.openenv.records.prompt.ActionRules`; the action schema
-    is compiled on first use (most bundles never need it).
+    is compiled on first use (most bundles never need it), through the process-wide cache of
+    compiled schemas: the bundles of one run, a verifier checking many bundles of one
+    environment, share one compilation (the metaschema check costs milliseconds a bundle).
     """
 
     def __init__(self, action_schema: Any) -> None:
@@ -61,7 +63,7 @@ class TailRules:
 
     def schema_violation(self, output: str, parsed: dict[str, Any]) -> str:
         if self._schema is None:
-            self._schema = ActionSchema(self._schema_doc)
+            self._schema = compile_action_schema(self._schema_doc)
         return self._schema.violation(parsed)
 
     def refusal(self, segment: str, harness: str, *, thinking: bool) -> str | None:
