@@ -31,6 +31,7 @@ T = TypeVar("T")
 
 _REGISTERED: dict[str, str] = {
     "verify": "kiln_verify.cli.openenv_verify",
+    "verify-run": "kiln_verify.cli.openenv_verify_run",
     "rollout": "kiln_verify.cli.openenv_rollout",
     "replay": "kiln_verify.cli.openenv_replay",
     "evaluate": "kiln_verify.cli.openenv_evaluate",

@@ -15,8 +15,13 @@ from typing import Final
 __all__ = [
     "ARTIFACT_PATHS",
     "EVALUATION_DIR",
+    "RUN_STATUS_FILE",
     "artifact_path",
 ]
+
+RUN_STATUS_FILE: Final = "run.json"
+"""The run status beside the artifacts (the server's ``run.json``; in a downloaded run, the
+status document as the server answered it)."""
 
 EVALUATION_DIR: Final = "environment-evaluation"
 """The paired held-out evaluation's subdirectory (§9)."""

@@ -7,7 +7,7 @@ than :data:`~kiln_verify.limits.MAX_ERROR_SNIPPET_CHARS` characters of anything 
 sent, so a hostile server or file cannot flood a terminal, a log or a JSON report.
 
 Adding a code is adding one class to the family module it belongs to (`base`, `data`,
-`openenv`, `engines`, `hf`, `trl`, `training`) and its name to the imports below:
+`openenv`, `engines`, `hf`, `trl`, `training`, `runcheck`) and its name to the imports below:
 ``__init_subclass__`` checks the spelling and uniqueness at import time, and
 :data:`ERROR_CODES` / :data:`ERROR_CLASSES` are built from the registry once every family
 is imported, so importing this package always gives the complete list.
@@ -198,6 +198,20 @@ from kiln_verify.errors.openenv import (
     TerminalProtocolError,
     UnexpectedResponse,
 )
+from kiln_verify.errors.runcheck import (
+    RunChainBroken,
+    RunChainContractMismatch,
+    RunChainEvaluationBaselineMismatch,
+    RunChainEvaluationCandidateMismatch,
+    RunChainEvaluationEvidenceMismatch,
+    RunChainEvaluationSeedsOverlap,
+    RunChainEvaluationSummaryMismatch,
+    RunChainFileMismatch,
+    RunChainIncomplete,
+    RunChainOutcomeMismatch,
+    RunChainSelectionMismatch,
+    RunChainStatusEvaluationMismatch,
+)
 from kiln_verify.errors.training import (
     TrainingChainAdapterMismatch,
     TrainingChainBroken,
@@ -338,6 +352,18 @@ __all__ = [
     "ResetDone",
     "ResetNondeterministic",
     "ResidentIdentityMismatch",
+    "RunChainBroken",
+    "RunChainContractMismatch",
+    "RunChainEvaluationBaselineMismatch",
+    "RunChainEvaluationCandidateMismatch",
+    "RunChainEvaluationEvidenceMismatch",
+    "RunChainEvaluationSeedsOverlap",
+    "RunChainEvaluationSummaryMismatch",
+    "RunChainFileMismatch",
+    "RunChainIncomplete",
+    "RunChainOutcomeMismatch",
+    "RunChainSelectionMismatch",
+    "RunChainStatusEvaluationMismatch",
     "SafetensorsInvalid",
     "SessionBusy",
     "SessionClosed",

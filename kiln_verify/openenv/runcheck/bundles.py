@@ -1,0 +1,101 @@
+"""One bundle of a run directory, verified offline and read back exactly as verified.
+
+The three files are named by the run's layout, never by the paths the summary recorded
+(those are the server's, and may even exist on this machine): the summary at its layout
+path, its dataset and replay passed to the offline verifier explicitly. The summary and
+replay are then read back once and must be the bytes the verifier hashed, so every later
+check (the training selection, the pairing, the evidence) works on verified bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kiln_verify.control.layout import ARTIFACT_PATHS
+from kiln_verify.errors import FileAccessError
+from kiln_verify.limits import MAX_OPENENV_REPLAY_BYTES, MAX_OPENENV_SUMMARY_BYTES
+from kiln_verify.openenv.evaluate.pairing import PairedBundle
+from kiln_verify.openenv.records.replay import read_replay
+from kiln_verify.openenv.records.reports import VerificationReport
+from kiln_verify.openenv.records.serialize import summary_file_sha256
+from kiln_verify.openenv.records.summary import read_summary
+from kiln_verify.openenv.runcheck.files import RunDirectory
+from kiln_verify.openenv.runcheck.records import BundleCheck, RunFile
+from kiln_verify.openenv.verify import verify_bundle_digests
+
+__all__ = ["LoadedBundle", "load_side"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedBundle:
+    """A verified bundle: what the pairing reads, the report and the three identities."""
+
+    paired: PairedBundle
+    report: VerificationReport
+    check: BundleCheck
+    files: dict[str, RunFile]
+
+
+def _kinds(side: str) -> tuple[str, str, str]:
+    if side == "run":
+        return ("dataset", "replay", "summary")
+    prefix = f"environment_eval_{side}_"
+    return (prefix + "dataset", prefix + "replay", prefix + "summary")
+
+
+def load_side(directory: RunDirectory, side: str) -> LoadedBundle:
+    """Verify the ``run``, ``baseline`` or ``candidate`` bundle and read it back."""
+    dataset_kind, replay_kind, summary_kind = _kinds(side)
+    relative = {kind: ARTIFACT_PATHS[kind] for kind in _kinds(side)}
+    summary_path = directory.path(summary_kind)
+    verified = verify_bundle_digests(
+        summary_path,
+        dataset_path=directory.path(dataset_kind),
+        replay_path=directory.path(replay_kind),
+    )
+    report = verified.report
+    summary_data = directory.read(
+        summary_kind, MAX_OPENENV_SUMMARY_BYTES, "MAX_OPENENV_SUMMARY_BYTES"
+    )
+    replay_data = directory.read(replay_kind, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES")
+    summary_sha = str(summary_file_sha256(summary_data))
+    if summary_sha != verified.summary_sha256 or (
+        str(summary_file_sha256(replay_data)) != report.replay_sha256
+    ):
+        raise FileAccessError(
+            "the bundle changed while the run was being verified", path=summary_path
+        )
+    summary = read_summary(summary_data, summary_path)
+    replay = read_replay(replay_data, report.replay_path)
+    files = {
+        dataset_kind: RunFile(
+            kind=dataset_kind,
+            relative_path=relative[dataset_kind],
+            sha256=summary.dataset_sha256,
+            bytes=summary.dataset_bytes,
+        ),
+        replay_kind: RunFile(
+            kind=replay_kind,
+            relative_path=relative[replay_kind],
+            sha256=summary.replay_sha256,
+            bytes=summary.replay_bytes,
+        ),
+        summary_kind: RunFile(
+            kind=summary_kind,
+            relative_path=relative[summary_kind],
+            sha256=summary_sha,
+            bytes=len(summary_data),
+        ),
+    }
+    check = BundleCheck(
+        name=side,  # type: ignore[arg-type]
+        summary_path=relative[summary_kind],
+        summary_sha256=summary_sha,
+        dataset_sha256=report.dataset_sha256,
+        replay_sha256=report.replay_sha256,
+        groups=report.groups,
+        rollouts=report.rollouts,
+    )
+    return LoadedBundle(
+        PairedBundle(summary, replay, summary_sha, summary_path), report, check, files
+    )
