@@ -23,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import IO, Final
 
-from kiln_verify.control.status import RunArtifact
+from kiln_verify.control.status import OpenEnvRunStatus, RunArtifact
 from kiln_verify.control_client.client import ControlClient, check_run_id, error_from_body
 from kiln_verify.control_client.rawget import RawResponse, raw_get
 from kiln_verify.core.publish import publish_stream
@@ -44,7 +45,7 @@ from kiln_verify.errors import (
 from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
 from kiln_verify.openenv.records.reports import ARTIFACT_DOWNLOAD_SCHEMA, ArtifactDownloadReceipt
 
-__all__ = ["download_artifact", "expected_url"]
+__all__ = ["checked_entry", "download_artifact", "expected_url", "fetch_into"]
 
 _IDENTITY: Final = {"Accept-Encoding": "identity"}
 MAX_ERROR_BODY_BYTES: Final = 64 * 1024
@@ -56,7 +57,11 @@ def expected_url(run_id: str, kind: str) -> str:
 
 
 def _entry(client: ControlClient, run_id: str, kind: str) -> RunArtifact:
-    status = client.status(run_id)
+    return checked_entry(client.status(run_id), run_id, kind)
+
+
+def checked_entry(status: OpenEnvRunStatus, run_id: str, kind: str) -> RunArtifact:
+    """The manifest entry of ``kind`` in ``status`` that step 1 accepts."""
     entry = status.artifact(kind)
     if entry is None:
         listed = ", ".join(item.kind for item in status.artifacts or ()) or "none"
@@ -167,36 +172,8 @@ def download_artifact(
     run_id = check_run_id(run_id)
     entry = _entry(client, run_id, kind)
     _check_destination(output, force)
-
-    def fill(stream: IO[bytes]) -> None:
-        hasher = hashlib.sha256()
-        received = 0
-        with (
-            raw_get(client.base_url, entry.url, _IDENTITY) as response,
-            _Writeback(stream) as writeback,
-        ):
-            if response.status != 200:
-                raise _refused(response, entry)
-            _check_headers(response, entry)
-            for chunk in response.iter_body(entry.bytes):
-                received += len(chunk)
-                if received > entry.bytes:
-                    raise ArtifactBodyInvalid(
-                        f"the {kind} body is longer than its Content-Length and the manifest's "
-                        f"{entry.bytes} bytes"
-                    )
-                hasher.update(chunk)
-                stream.write(chunk)
-                writeback.wrote(len(chunk))
-        if received != entry.bytes:
-            raise ArtifactBodyInvalid(
-                f"the {kind} body has {received} bytes, the manifest {entry.bytes}"
-            )
-        if "sha256:" + hasher.hexdigest() != entry.sha256:
-            raise ArtifactBodyInvalid(f"the {kind} body's SHA-256 differs from the manifest")
-
     try:
-        publish_stream(output, fill, replace=force)
+        publish_stream(output, partial(fetch_into, client, entry), replace=force)
     except ControlTransport as exc:
         raise ArtifactBodyInvalid(f"the {kind} download failed: {exc.rule}") from None
     return ArtifactDownloadReceipt(
@@ -208,3 +185,34 @@ def download_artifact(
         sha256=entry.sha256,
         bytes=entry.bytes,
     )
+
+
+def fetch_into(client: ControlClient, entry: RunArtifact, stream: IO[bytes]) -> None:
+    """Steps 3 and 4: GET the entry's URL, check the headers, stream the body into
+    ``stream`` counting and hashing; raise unless it is exactly the manifest's bytes."""
+    kind = entry.kind
+    hasher = hashlib.sha256()
+    received = 0
+    with (
+        raw_get(client.base_url, entry.url, _IDENTITY) as response,
+        _Writeback(stream) as writeback,
+    ):
+        if response.status != 200:
+            raise _refused(response, entry)
+        _check_headers(response, entry)
+        for chunk in response.iter_body(entry.bytes):
+            received += len(chunk)
+            if received > entry.bytes:
+                raise ArtifactBodyInvalid(
+                    f"the {kind} body is longer than its Content-Length and the manifest's "
+                    f"{entry.bytes} bytes"
+                )
+            hasher.update(chunk)
+            stream.write(chunk)
+            writeback.wrote(len(chunk))
+    if received != entry.bytes:
+        raise ArtifactBodyInvalid(
+            f"the {kind} body has {received} bytes, the manifest {entry.bytes}"
+        )
+    if "sha256:" + hasher.hexdigest() != entry.sha256:
+        raise ArtifactBodyInvalid(f"the {kind} body's SHA-256 differs from the manifest")
