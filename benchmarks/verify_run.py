@@ -12,7 +12,9 @@ which the same verifier reads the same way. Two sizes (``--groups`` and
 * :func:`kiln_verify.openenv.runcheck.engine.verify_run` in a fresh child process (best
   wall and CPU time; interpreter start-up and imports not timed): ``ratio``, ``cpu_ratio``;
 * the CLI, ``kiln-verify openenv verify-run DIR``, as a whole subprocess (``cli_ratio``:
-  start-up and imports included, as a user meets it).
+  start-up and imports included, as a user meets it);
+* the bundle verifier alone on the same bundle (``verify_bundle``, fresh child), so
+  ``run_over_bundle_cpu`` is what the run-level links add to verifying the bundle.
 
     python -m benchmarks.verify_run --json
     python -m benchmarks.verify_run --groups 64 --rounds 1
@@ -50,6 +52,14 @@ from kiln_verify.openenv.runcheck.engine import verify_run
 start, cpu = time.perf_counter(), time.process_time()
 report = verify_run(sys.argv[1])
 assert report.run_id is not None
+print(time.perf_counter() - start, time.process_time() - cpu)
+"""
+
+_BUNDLE_CHILD = """
+import sys, time
+from kiln_verify.openenv.verify import verify_bundle
+start, cpu = time.perf_counter(), time.process_time()
+verify_bundle(sys.argv[1] + "/openenv.rollout-summary.json")
 print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
@@ -105,11 +115,12 @@ def time_sha256sum(files: list[Path], rounds: int) -> tuple[float, float]:
     return best, best_cpu
 
 
-def time_verify_run(directory: Path, rounds: int) -> tuple[float, float]:
+def time_child(child: str, directory: Path, rounds: int) -> tuple[float, float]:
+    """Best wall and CPU time of ``child`` (a verifier) in a fresh interpreter."""
     best, best_cpu = float("inf"), float("inf")
     for _ in range(rounds):
         out = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(directory)],
+            [sys.executable, "-c", child, str(directory)],
             check=True,
             capture_output=True,
             text=True,
@@ -141,7 +152,8 @@ def time_cli(directory: Path, rounds: int) -> float:
 def measure(directory: Path, files: list[Path], rounds: int) -> dict[str, Any]:
     total = sum(path.stat().st_size for path in files)
     sha, sha_cpu = time_sha256sum(files, rounds)
-    verify, verify_cpu = time_verify_run(directory, rounds)
+    verify, verify_cpu = time_child(_CHILD, directory, rounds)
+    bundle, bundle_cpu = time_child(_BUNDLE_CHILD, directory, rounds)
     cli = time_cli(directory, rounds)
     return {
         "files": len(files),
@@ -154,6 +166,9 @@ def measure(directory: Path, files: list[Path], rounds: int) -> dict[str, Any]:
         "cpu_ratio": round(verify_cpu / sha_cpu, 2) if sha_cpu > 0 else None,
         "cli_s": round(cli, 4),
         "cli_ratio": round(cli / sha, 2),
+        "verify_bundle_s": round(bundle, 4),
+        "verify_bundle_cpu_s": round(bundle_cpu, 4),
+        "run_over_bundle_cpu": round(verify_cpu / bundle_cpu, 2) if bundle_cpu > 0 else None,
     }
 
 

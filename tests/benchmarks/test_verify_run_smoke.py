@@ -15,6 +15,7 @@ from benchmarks import verify_run
 KEYS = {
     "groups", "build_s", "files", "total_mib", "sha256sum_s", "verify_run_s", "ratio",
     "sha256sum_cpu_s", "verify_run_cpu_s", "cpu_ratio", "cli_s", "cli_ratio",
+    "verify_bundle_s", "verify_bundle_cpu_s", "run_over_bundle_cpu",
 }  # fmt: skip
 
 
