@@ -18,7 +18,7 @@ from kiln_verify.openenv.evaluate.pairing import PairedBundle
 from kiln_verify.openenv.records.replay import read_replay
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.serialize import summary_file_sha256
-from kiln_verify.openenv.records.summary import read_summary
+from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
 from kiln_verify.openenv.runcheck.files import RunDirectory
 from kiln_verify.openenv.runcheck.records import BundleCheck, RunFile
 from kiln_verify.openenv.verify import verify_bundle_digests
@@ -28,12 +28,19 @@ __all__ = ["LoadedBundle", "load_side"]
 
 @dataclass(frozen=True, slots=True)
 class LoadedBundle:
-    """A verified bundle: what the pairing reads, the report and the three identities."""
+    """A verified bundle: its summary, what the pairing reads (evaluation sides only), the
+    report and the three identities."""
 
-    paired: PairedBundle
+    summary: RolloutSummary
+    summary_path: str
+    paired: PairedBundle | None
     report: VerificationReport
     check: BundleCheck
     files: dict[str, RunFile]
+
+    def pairing(self) -> PairedBundle:
+        assert self.paired is not None, "loaded without its replay"
+        return self.paired
 
 
 def _kinds(side: str) -> tuple[str, str, str]:
@@ -44,7 +51,8 @@ def _kinds(side: str) -> tuple[str, str, str]:
 
 
 def load_side(directory: RunDirectory, side: str) -> LoadedBundle:
-    """Verify the ``run``, ``baseline`` or ``candidate`` bundle and read it back."""
+    """Verify the ``run``, ``baseline`` or ``candidate`` bundle and read it back (the
+    replay only for an evaluation side: the pairing reads it, nothing else does)."""
     dataset_kind, replay_kind, summary_kind = _kinds(side)
     relative = {kind: ARTIFACT_PATHS[kind] for kind in _kinds(side)}
     summary_path = directory.path(summary_kind)
@@ -57,16 +65,21 @@ def load_side(directory: RunDirectory, side: str) -> LoadedBundle:
     summary_data = directory.read(
         summary_kind, MAX_OPENENV_SUMMARY_BYTES, "MAX_OPENENV_SUMMARY_BYTES"
     )
-    replay_data = directory.read(replay_kind, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES")
     summary_sha = str(summary_file_sha256(summary_data))
-    if summary_sha != verified.summary_sha256 or (
-        str(summary_file_sha256(replay_data)) != report.replay_sha256
-    ):
-        raise FileAccessError(
-            "the bundle changed while the run was being verified", path=summary_path
-        )
+    paired: PairedBundle | None = None
+    if summary_sha != verified.summary_sha256:
+        raise FileAccessError("the summary changed while the run was verified", path=summary_path)
     summary = read_summary(summary_data, summary_path)
-    replay = read_replay(replay_data, report.replay_path)
+    if side != "run":
+        replay_data = directory.read(
+            replay_kind, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES"
+        )
+        if str(summary_file_sha256(replay_data)) != report.replay_sha256:
+            raise FileAccessError(
+                "the replay changed while the run was verified", path=report.replay_path
+            )
+        replay = read_replay(replay_data, report.replay_path)
+        paired = PairedBundle(summary, replay, summary_sha, summary_path)
     files = {
         dataset_kind: RunFile(
             kind=dataset_kind,
@@ -96,6 +109,4 @@ def load_side(directory: RunDirectory, side: str) -> LoadedBundle:
         groups=report.groups,
         rollouts=report.rollouts,
     )
-    return LoadedBundle(
-        PairedBundle(summary, replay, summary_sha, summary_path), report, check, files
-    )
+    return LoadedBundle(summary, summary_path, paired, report, check, files)

@@ -125,7 +125,7 @@ def _train(
     status: OpenEnvRunStatus | None,
     adapter_dir: str | os.PathLike[str],
 ) -> tuple[ChainReport, TrainingContract]:
-    summary = run.paired.summary
+    summary = run.summary
     contract = summary.training_contract
     if contract is None:
         raise RunChainContractMismatch("a run with training evidence whose summary has no contract")
@@ -185,7 +185,7 @@ def verify_run(
     if status is not None:
         files = run_dir.check_manifest(status, known)
         links.append("run status manifest")
-        _contracts(status, run.paired.summary)
+        _contracts(status, run.summary)
         links.append("training contract")
     training: TrainingCheck | None = None
     evaluation: EvaluationCheck | None = None
@@ -195,7 +195,7 @@ def verify_run(
         links.extend(("training selection", "training chain"))
         if has_evaluation:
             inputs = EvaluationInputs(
-                training_summary=run.paired.summary,
+                training_summary=run.summary,
                 output_adapter=chain.receipt.output_adapter,
                 auto_load=contract.effective_config.get("auto_load", True) is not False,
                 status_evaluation=status.environment_evaluation if status is not None else None,

@@ -79,7 +79,7 @@ def _digests(receipt: EnvironmentEvaluationReceipt, base: LoadedBundle, cand: Lo
             raise RunChainEvaluationSummaryMismatch(
                 f"{side}_summary_sha256 is {recorded}, the {side} summary present is "
                 f"{bundle.check.summary_sha256}",
-                path=bundle.paired.summary_path,
+                path=bundle.summary_path,
             )
 
 
@@ -91,8 +91,8 @@ def _recomputed(
 ) -> None:
     derived = training if receipt.config.seed_start is None else None
     expected = build_receipt(
-        base.paired,
-        cand.paired,
+        base.pairing(),
+        cand.pairing(),
         gate=receipt.config.gate,
         training=derived,
         run_id=receipt.run_id,
@@ -156,7 +156,7 @@ def check_evaluation(
             f"evaluation seeds [{receipt.seed_start}, {receipt.seed_start + receipt.config.groups})"
             f" overlap the training seeds [{training.seed_start}, {training.next_seed})"
         )
-    check_pairing(baseline.paired, candidate.paired)
+    check_pairing(baseline.pairing(), candidate.pairing())
     _policies(receipt, inputs)
     _recomputed(receipt, baseline, candidate, training)
     _outcome(receipt, inputs.auto_load)
