@@ -5,7 +5,9 @@ kind (:class:`~kiln_verify.control.kind.ArtifactFile` entries: file name, cap, m
 :func:`open_verified` resolves a kind only through that table and the run's persisted
 manifest (a file in the run directory that the manifest does not list is unreachable,
 whatever its name),
-opens the file beneath the run directory without following a symbolic link, requires a
+opens the file beneath the run directory without following a symbolic link (a nested
+artifact, such as the paired evaluation's, walks its folders one descriptor at a time, each
+opened without following one either), requires a
 regular file of exactly the manifest's byte count, hashes that descriptor to its end and
 compares the digest, then rewinds the same descriptor for streaming. A missing, replaced,
 symlinked, truncated, oversized or same-length-modified file is
@@ -60,12 +62,19 @@ def open_verified(
     Blocking (it hashes the whole file); the caller owns and closes the descriptor.
     """
     entry = manifest_entry(status, kind, table)
-    name = table[kind].name
+    *folders, name = table[kind].name.split("/")
     try:
         dir_fd = os.open(run_dir, _OPEN_DIR)
     except OSError:
         raise _drift(status, kind, "the run directory is missing or not a directory") from None
     try:
+        for folder in folders:  # every component no-follow, not only the last
+            try:
+                inner = os.open(folder, _OPEN_DIR, dir_fd=dir_fd)
+            except OSError:
+                raise _drift(status, kind, f"{folder}/ is missing or not a directory") from None
+            os.close(dir_fd)
+            dir_fd = inner
         try:
             fd = os.open(name, _OPEN_FILE, dir_fd=dir_fd)
         except FileNotFoundError:

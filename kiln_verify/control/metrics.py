@@ -6,10 +6,10 @@ family appear or a new label value. Environment URLs, names, adapters, credentia
 idempotency keys and run ids are never labels: the only inputs are the counters below,
 incremented with closed values, and the three gauges computed at scrape time.
 
-Families this server never touches yet (environment evaluations and gates) are left out
-rather than exported as permanent zeros; training admission counts its preflights
-(``kiln_openenv_training_preflights_total{status}``) and its refused train requests
-(``kiln_openenv_runs_total{status="training_preflight_rejected"}``).
+Training admission counts its preflights (``kiln_openenv_training_preflights_total{status}``)
+and its refused train requests (``kiln_openenv_runs_total{status="training_preflight_rejected"}``);
+a train run's paired evaluation counts ``kiln_openenv_environment_evaluations_total{status}``
+and, when gated, ``kiln_openenv_environment_gates_total{decision}``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from kiln_verify.openenv.records.summary import RolloutStats
 __all__ = [
     "AUTHENTICATED_OPERATIONS",
     "CATALOG_STATUSES",
+    "EVALUATION_STATUSES",
+    "GATE_DECISIONS",
     "PREFLIGHT_STATUSES",
     "RUN_STATUSES",
     "TERMINATIONS",
@@ -42,6 +44,8 @@ RUN_STATUSES: Final = (
     "resumed",
     "admitted",
     "rollout_ready",
+    "training_queued",
+    "training_completed",
     "failed",
     "cancelled",
 )
@@ -49,6 +53,8 @@ TERMINATIONS: Final = ("done", "max_steps", "invalid_model_action", "protocol_er
 CATALOG_STATUSES: Final = ("started", "completed", "failed")
 PREFLIGHT_STATUSES: Final = ("accepted", "rejected")
 AUTHENTICATED_OPERATIONS: Final = ("inspect", "task_catalog", "run")
+EVALUATION_STATUSES: Final = ("started", "completed", "failed")
+GATE_DECISIONS: Final = ("passed", "rejected", "inconclusive")
 _BOOLS: Final = ("true", "false")
 
 
@@ -79,6 +85,8 @@ class ControlMetrics(Collector):
         self.catalog = dict.fromkeys(CATALOG_STATUSES, 0)
         self.authenticated = dict.fromkeys(AUTHENTICATED_OPERATIONS, 0)
         self.preflights = dict.fromkeys(PREFLIGHT_STATUSES, 0)
+        self.evaluations = dict.fromkeys(EVALUATION_STATUSES, 0)
+        self.gates = dict.fromkeys(GATE_DECISIONS, 0)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -115,6 +123,14 @@ class ControlMetrics(Collector):
     def training_preflight(self, status: str) -> None:
         """A ``POST /v1/openenv/training/preflight`` answered (``accepted``/``rejected``)."""
         self.preflights[status] += 1
+
+    def environment_evaluation(self, status: str) -> None:
+        """A train run's paired evaluation ``started``, ``completed`` or ``failed``."""
+        self.evaluations[status] += 1
+
+    def environment_gate(self, decision: str) -> None:
+        """A gated evaluation's decision (``passed``/``rejected``/``inconclusive``)."""
+        self.gates[decision] += 1
 
     # -- exposition ---------------------------------------------------------------------
 
@@ -198,6 +214,18 @@ class ControlMetrics(Collector):
             "Training preflights by outcome.",
             "status",
             self.preflights,
+        )
+        yield _labelled(
+            "kiln_openenv_environment_evaluations",
+            "Paired held-out environment evaluations by status.",
+            "status",
+            self.evaluations,
+        )
+        yield _labelled(
+            "kiln_openenv_environment_gates",
+            "Gated paired evaluations by decision.",
+            "decision",
+            self.gates,
         )
 
 

@@ -12,6 +12,8 @@ from kiln_verify.control.config import CredentialHandle, PolicySpec
 from kiln_verify.control.metrics import (
     AUTHENTICATED_OPERATIONS,
     CATALOG_STATUSES,
+    EVALUATION_STATUSES,
+    GATE_DECISIONS,
     PREFLIGHT_STATUSES,
     RUN_STATUSES,
     TERMINATIONS,
@@ -45,6 +47,8 @@ FAMILIES = {
         {"operation": set(AUTHENTICATED_OPERATIONS)},
     ),
     "kiln_openenv_training_preflights": ("counter", {"status": set(PREFLIGHT_STATUSES)}),
+    "kiln_openenv_environment_evaluations": ("counter", {"status": set(EVALUATION_STATUSES)}),
+    "kiln_openenv_environment_gates": ("counter", {"decision": set(GATE_DECISIONS)}),
 }
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 
