@@ -22,8 +22,9 @@
 
 A directory with only the three bundle files (and perhaps a rollout ``run.json``) is a
 rollout run: steps 1, 4 and 5 apply. The adapter's files are not an artifact of the run
-(the server keeps them in its adapter store), so a run with training evidence needs
-``adapter_dir``.
+(a server keeps them in its run directory's quarantine, ``trainer/candidate/<name>``,
+and installs a promoted one in its adapter store), so a run with training evidence needs
+``adapter_dir`` unless ``DIR`` is the server's own run directory with that quarantine.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from typing import Any, Final
 from kiln_verify.control.layout import ARTIFACT_PATHS
 from kiln_verify.control.status import OpenEnvRunStatus
 from kiln_verify.core.digest import canonical_digest
+from kiln_verify.core.paths import validate_relative_path
 from kiln_verify.errors import (
+    KilnError,
     RunChainContractMismatch,
     RunChainIncomplete,
     RunChainSelectionMismatch,
@@ -57,9 +60,11 @@ from kiln_verify.openenv.training.evidence import contract_sha256
 from kiln_verify.openenv.training.lineage import OpenEnvTrainingDataProvenanceV1, read_training_data
 from kiln_verify.openenv.training.selection import Selection, select_for_training
 
-__all__ = ["EVALUATION_KINDS", "TRAINING_KINDS", "verify_run"]
+__all__ = ["EVALUATION_KINDS", "QUARANTINE", "TRAINING_KINDS", "verify_run"]
 
 TRAINING_KINDS: Final = ("train_receipt", "adapter_manifest")
+QUARANTINE: Final = ("trainer", "candidate")
+"""Where a server's train run keeps its trained adapter inside the run directory."""
 EVALUATION_KINDS: Final = tuple(kind for kind in ARTIFACT_PATHS if kind.startswith("environment_"))
 
 
@@ -119,6 +124,22 @@ def _pieces(directory: RunDirectory, status: OpenEnvRunStatus | None) -> tuple[b
     return bool(training), bool(evaluation)
 
 
+def _quarantined_adapter(directory: RunDirectory, summary: RolloutSummary) -> str | None:
+    """In a server's own run directory, the trained adapter the run keeps: the train kind's
+    quarantine ``trainer/candidate/<output_name>``; ``None`` elsewhere (a downloaded run)."""
+    contract = summary.training_contract
+    name = contract.effective_config.get("output_name") if contract is not None else None
+    if not isinstance(name, str):
+        return None
+    try:
+        if len(validate_relative_path(name)) != 1:
+            return None
+    except KilnError:
+        return None
+    path = os.path.join(directory.root, *QUARANTINE, name)
+    return path if os.path.isdir(path) and not os.path.islink(path) else None
+
+
 def _train(
     directory: RunDirectory,
     run: LoadedBundle,
@@ -169,9 +190,12 @@ def verify_run(
     known: dict[str, RunFile] = dict(run.files)
     has_training, has_evaluation = _pieces(run_dir, status)
     if has_training and adapter_dir is None:
+        adapter_dir = _quarantined_adapter(run_dir, run.summary)
+    if has_training and adapter_dir is None:
         raise UsageError(
             "the run has a train_receipt; checking it needs the adapter's files",
-            hint="pass --adapter DIR (the server keeps it in <state-dir>/adapters/<name>)",
+            hint="pass --adapter DIR (a server keeps a promoted adapter in "
+            "<state-dir>/adapters/<name>, every trained one in <run>/trainer/candidate/<name>)",
         )
     if adapter_dir is not None and not has_training:
         raise UsageError("--adapter was given but the run holds no training evidence")

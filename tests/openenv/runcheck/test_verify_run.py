@@ -55,6 +55,15 @@ def test_a_rollout_bundle_alone_verifies(run: TrainRun, tmp_path: Path) -> None:
     assert refused.value.code == "usage"
 
 
+def test_a_server_run_directory_keeps_its_adapter_in_quarantine(run: TrainRun) -> None:
+    quarantine = run.directory / "trainer" / "candidate"
+    quarantine.mkdir(parents=True)
+    shutil.move(run.adapter, quarantine / ADAPTER)
+    assert run.verify(adapter_dir=None).training is not None
+    (quarantine / ADAPTER / "adapter_config.json").write_bytes(b"{}\n")
+    assert run.code(adapter_dir=None) == "training_chain_adapter_mismatch"
+
+
 def test_every_run_chain_code_names_its_two_records() -> None:
     codes = [code for code, cls in ERROR_CLASSES.items() if issubclass(cls, RunChainBroken)]
     assert len(codes) == 11
