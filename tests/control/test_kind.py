@@ -3,7 +3,7 @@
 A stand-in ``train`` kind (its own admission, executor, progress shape and artifact table,
 declared here and nowhere in the package) is served next to ``rollout`` by an unchanged
 server: admission runs once and its controls reach the executor; the artifact route serves
-exactly the kind's table. Without it, ``kind=train`` stays ``openenv_run_kind_unsupported``.
+exactly the kind's table. A kind missing from the table is ``openenv_run_kind_unsupported``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from kiln_verify.control.admission import parse_run_request
 from kiln_verify.control.kind import ArtifactFile, RunKind, kind_of
-from kiln_verify.control.kinds import KINDS, ROLLOUT
+from kiln_verify.control.kinds import KINDS, ROLLOUT, TRAIN
 from kiln_verify.control.registry import RunRegistry
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.status import RunArtifact, RunProgress
@@ -99,12 +99,13 @@ def served(tmp_path: Path, stand_in: StandIn) -> Iterator[httpx.Client]:
         handle.stop()
 
 
-def test_rollout_is_the_one_kind_served_and_train_is_unsupported() -> None:
-    assert list(KINDS) == ["rollout"]
+def test_rollout_and_train_are_served_and_a_missing_kind_is_unsupported() -> None:
+    assert list(KINDS) == ["rollout", "train"]
     assert KINDS["rollout"] is ROLLOUT
     assert set(ROLLOUT.artifacts) == {"dataset", "replay", "summary"}
+    assert kind_of(KINDS, "train") is TRAIN
     with pytest.raises(ApiRunKindUnsupported) as caught:
-        kind_of(KINDS, "train")
+        kind_of({"rollout": ROLLOUT}, "train")
     assert caught.value.rule == (
         "kind=train (the training hand-off) is not supported by this server"
     )

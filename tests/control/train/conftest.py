@@ -1,0 +1,97 @@
+"""One control plane with a resident model for the train-run tests (docs/training-runs.md).
+
+The resident model is the session-shared tiny model warm-started on valid bandit actions
+(the same shared build as tests/llm_server's: a random tiny model never emits a valid
+action, so every reward would be the same penalty and training selection would keep
+nothing). The server runs in a thread of this process over real sockets, once per module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+pytest.importorskip("trl")
+
+from kiln_verify.control.config import ServerConfig
+from kiln_verify.control.sections.model import ModelSettings
+from kiln_verify.server.runner import ServerHandle, start_in_thread
+from oracle.runner import ServerHandle as OracleHandle
+from tests import models
+
+OUTPUT = "bandit-grpo.v1"
+
+
+def warm_bandit_model(tmp_path_factory: pytest.TempPathFactory, bandit_url: str) -> Path:
+    """The tiny model after 40 warm-start steps on a seeded random bandit rollout."""
+    from typer.testing import CliRunner
+
+    from kiln_verify.cli import app
+    from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
+
+    def build(model: Path) -> None:
+        root = model.parent
+        out = CliRunner().invoke(
+            app,
+            ["openenv", "rollout", "--environment", bandit_url, "--policy", "random",
+             "--groups", "6", "--group-size", "2", "--max-steps", "1", "--seed-start", "1000",
+             "--no-thinking", "--output", str(root / "boot.rollouts.jsonl"),
+             "--replay-output", str(root / "boot.replay.json"),
+             "--summary-output", str(root / "boot.summary.json")],
+        )  # fmt: skip
+        assert out.exit_code == 0, out.output
+        build_tiny_model(model)
+        warm_start(model, root / "boot.rollouts.jsonl", steps=40)
+
+    return models.shared_build(tmp_path_factory, "llm-server-warm-bandit-40", build)
+
+
+def train_request(bandit_url: str, **fields: Any) -> dict[str, Any]:
+    """The smallest train run that trains: 4 groups of 2 one-step episodes."""
+    body: dict[str, Any] = {
+        "kind": "train",
+        "environment_urls": [bandit_url],
+        "output_adapter": OUTPUT,
+        "groups": 4,
+        "group_size": 2,
+        "max_steps": 1,
+        "concurrency": 1,
+        "max_action_tokens": 16,
+        "thinking": False,
+        "capacity_wait_seconds": 5,
+        "training_config": {"learning_rate": 0.01, "lora_rank": 2, "lora_alpha": 4},
+    }
+    body.update(fields)
+    return body
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory, bandit: OracleHandle) -> Path:
+    return warm_bandit_model(tmp_path_factory, bandit.base_url)
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory, model: Path) -> ServerConfig:
+    state = tmp_path_factory.mktemp("train") / "state"
+    return ServerConfig(host="127.0.0.1", port=0, state_dir=state, model=ModelSettings(model))
+
+
+@pytest.fixture(scope="module")
+def server(config: ServerConfig) -> Iterator[ServerHandle]:
+    handle = start_in_thread(config)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="module")
+def http(server: ServerHandle) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, trust_env=False, timeout=120) as client:
+        yield client
