@@ -1,10 +1,12 @@
-"""One bundle of a run directory, verified offline and read back exactly as verified.
+"""One bundle of a run directory, verified offline, and what later links read of it.
 
 The three files are named by the run's layout, never by the paths the summary recorded
 (those are the server's, and may even exist on this machine): the summary at its layout
-path, its dataset and replay passed to the offline verifier explicitly. The summary and
-replay are then read back once and must be the bytes the verifier hashed, so every later
-check (the training selection, the pairing, the evidence) works on verified bytes.
+path, its dataset and replay passed to the offline verifier explicitly. The summary's
+fields come from the verifier's own validated header (no second parse); an evaluation
+side's replay, which the pairing reads, is read back once and must be the bytes the
+verifier hashed. The summary is hashed once more for its size and must still be the
+verified bytes, so every later check works on verified bytes.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from dataclasses import dataclass
 
 from kiln_verify.control.layout import ARTIFACT_PATHS
 from kiln_verify.errors import FileAccessError
-from kiln_verify.limits import MAX_OPENENV_REPLAY_BYTES, MAX_OPENENV_SUMMARY_BYTES
+from kiln_verify.limits import MAX_OPENENV_REPLAY_BYTES
 from kiln_verify.openenv.evaluate.pairing import PairedBundle
 from kiln_verify.openenv.records.replay import read_replay
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.serialize import summary_file_sha256
-from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
-from kiln_verify.openenv.runcheck.files import RunDirectory
+from kiln_verify.openenv.records.summary import RolloutSummary
+from kiln_verify.openenv.runcheck.files import RunDirectory, hash_run_file
 from kiln_verify.openenv.runcheck.records import BundleCheck, RunFile
 from kiln_verify.openenv.verify import verify_bundle_digests
 
@@ -62,14 +64,9 @@ def load_side(directory: RunDirectory, side: str) -> LoadedBundle:
         replay_path=directory.path(replay_kind),
     )
     report = verified.report
-    summary_data = directory.read(
-        summary_kind, MAX_OPENENV_SUMMARY_BYTES, "MAX_OPENENV_SUMMARY_BYTES"
-    )
-    summary_sha = str(summary_file_sha256(summary_data))
+    summary = verified.header  # validated by the verifier: not parsed again
+    summary_sha = verified.summary_sha256
     paired: PairedBundle | None = None
-    if summary_sha != verified.summary_sha256:
-        raise FileAccessError("the summary changed while the run was verified", path=summary_path)
-    summary = read_summary(summary_data, summary_path)
     if side != "run":
         replay_data = directory.read(
             replay_kind, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES"
@@ -93,13 +90,10 @@ def load_side(directory: RunDirectory, side: str) -> LoadedBundle:
             sha256=summary.replay_sha256,
             bytes=summary.replay_bytes,
         ),
-        summary_kind: RunFile(
-            kind=summary_kind,
-            relative_path=relative[summary_kind],
-            sha256=summary_sha,
-            bytes=len(summary_data),
-        ),
+        summary_kind: hash_run_file(directory.root, summary_kind),
     }
+    if files[summary_kind].sha256 != summary_sha:
+        raise FileAccessError("the summary changed while the run was verified", path=summary_path)
     check = BundleCheck(
         name=side,  # type: ignore[arg-type]
         summary_path=relative[summary_kind],

@@ -36,6 +36,7 @@ from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.reports import VerificationReport
 from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
 from kiln_verify.openenv.records.serialize import action_schema_sha256, reset_sha256
+from kiln_verify.openenv.records.summary import RolloutSummary
 from kiln_verify.openenv.verify.candidates import CandidateContext, check_candidate
 from kiln_verify.openenv.verify.cross import (
     ResetPlan,
@@ -249,6 +250,9 @@ class VerifiedBundle:
 
     report: VerificationReport
     summary_sha256: str
+    header: RolloutSummary
+    """The summary as pass 1 validated it, its ``rollouts`` cut to the first record: every
+    other field, for a caller that needs the verified summary without reading it again."""
 
 
 def verify_bundle(
@@ -364,4 +368,4 @@ def verify_bundle_digests(
         rollouts=scan.count,
         environment_exchanges=lockstep.exchanges,
     )
-    return VerifiedBundle(report, scan.sha256)
+    return VerifiedBundle(report, scan.sha256, summary)
