@@ -1,6 +1,7 @@
 """A train run's paired held-out evaluation and the promotion it gates (kiln-openenv-contract §9).
 
-:func:`evaluate_candidate` is the stage; :mod:`.evaluation_stage` binds it to a run of the
+:func:`evaluate_candidate` is the stage, over an :class:`~.evaluation_job.EvaluationJob`
+(what the run's request resolves to); :mod:`.evaluation_stage` binds it to a run of the
 registry. In order:
 
 1. the **baseline** (the behaviour policy: the run's ``adapter``) and then the
@@ -33,41 +34,26 @@ Failures raise; the caller classifies them at stage ``environment_evaluation`` (
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, TypeVar
 
 from kiln_verify.control.executor import artifact_url, publish_collection
-from kiln_verify.control.kind import ArtifactFile
-from kiln_verify.control.kinds.evaluation_status import (
-    OpenEnvEnvironmentEvalProgress,
-    OpenEnvEnvironmentEvalStatus,
+from kiln_verify.control.kinds.evaluation_job import (
+    EVALUATION_ARTIFACTS,
+    SIDES,
+    EvaluationJob,
+    side_dir,
 )
+from kiln_verify.control.kinds.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.control.layout import ARTIFACT_PATHS
 from kiln_verify.control.metrics import ControlMetrics
-from kiln_verify.control.request import BASE_ADAPTER, OpenEnvRunRequest
 from kiln_verify.control.status import RunArtifact
-from kiln_verify.control.training.records import OpenEnvEnvironmentEvalConfig
-from kiln_verify.control.training.rules import (
-    DEFAULT_EVAL_GROUP_SIZE,
-    DEFAULT_EVAL_GROUPS,
-    check_environment_eval,
-)
 from kiln_verify.core.digest import hash_file
 from kiln_verify.errors import KilnError
-from kiln_verify.limits import MAX_TRAINING_EVIDENCE_BYTES
-from kiln_verify.openenv.collect import (
-    DEFAULT_DATASET,
-    DEFAULT_REPLAY,
-    DEFAULT_SUMMARY,
-    CollectionControls,
-    ProgressEvent,
-    collect,
-)
+from kiln_verify.openenv.collect import ProgressEvent, collect
 from kiln_verify.openenv.evaluate import (
-    TrainingInterval,
     build_receipt,
     load_bundle,
     receipt_bytes,
@@ -75,10 +61,8 @@ from kiln_verify.openenv.evaluate import (
 )
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.records.evaluation import (
-    EnvironmentEvalGate,
     EnvironmentEvaluationReceipt,
     EvaluationOutcome,
-    PolicyIdentity,
 )
 from kiln_verify.openenv.records.summary import RolloutStats
 
@@ -89,129 +73,7 @@ __all__ = [
     "evaluate_candidate",
 ]
 
-SIDES: Final = ("baseline", "candidate")
-
-
-def _artifact_files() -> dict[str, ArtifactFile]:
-    from kiln_verify.control.executor import ARTIFACTS
-
-    table = {
-        f"environment_eval_{side}_{kind}": ArtifactFile(
-            ARTIFACT_PATHS[f"environment_eval_{side}_{kind}"], entry.max_bytes, entry.content_type
-        )
-        for side in SIDES
-        for kind, entry in ARTIFACTS.items()
-    }
-    table["environment_eval_receipt"] = ArtifactFile(
-        ARTIFACT_PATHS["environment_eval_receipt"], MAX_TRAINING_EVIDENCE_BYTES, "application/json"
-    )
-    return table
-
-
-EVALUATION_ARTIFACTS: Final[dict[str, ArtifactFile]] = _artifact_files()
-"""The seven ``environment_eval_*`` kinds for a train kind's artifact table (manifest order);
-the receipt is held to the training-evidence bound (4 MiB)."""
-
-
-def _side_dir(side: str) -> Path:
-    """``environment-evaluation/<side>``, from the layout table, whose file names are the
-    bundle's default names that :func:`publish_collection` writes (tests/control/
-    environment_eval checks both tables agree)."""
-    return Path(ARTIFACT_PATHS[f"environment_eval_{side}_summary"]).parent
-
-
-@dataclass(frozen=True, slots=True)
-class EvaluationJob:
-    """What one evaluation needs from its run: resolved seeds, gate, promotion policy."""
-
-    run_id: str
-    run_dir: Path
-    controls: CollectionControls
-    """The evaluation's controls: the run's, with the evaluation's seeds and default names."""
-    gate: EnvironmentEvalGate | None
-    training: TrainingInterval
-    auto_load: bool
-    behaviour_adapter: str
-    output_adapter: str
-
-    @classmethod
-    def from_request(
-        cls,
-        run_id: str,
-        run_dir: Path,
-        request: OpenEnvRunRequest,
-        run_controls: CollectionControls,
-    ) -> EvaluationJob | None:
-        """The job of a train request, or ``None`` when it asks for no ``environment_eval``.
-        The request rules (held-out seeds, 20 groups for a gate) are checked again here."""
-        config = check_environment_eval(
-            request.environment_eval, seed_start=request.seed_start, groups=request.groups
-        )
-        if config is None or request.output_adapter is None:
-            return None
-        return cls.create(run_id, run_dir, request, run_controls, config)
-
-    @classmethod
-    def create(
-        cls,
-        run_id: str,
-        run_dir: Path,
-        request: OpenEnvRunRequest,
-        run_controls: CollectionControls,
-        config: OpenEnvEnvironmentEvalConfig,
-    ) -> EvaluationJob:
-        training = TrainingInterval(request.seed_start, request.groups)
-        options = dataclasses.replace(
-            run_controls.options,
-            groups=DEFAULT_EVAL_GROUPS if config.groups is None else config.groups,
-            group_size=DEFAULT_EVAL_GROUP_SIZE if config.group_size is None else config.group_size,
-            seed_start=training.next_seed if config.seed_start is None else config.seed_start,
-        )
-        controls = dataclasses.replace(
-            run_controls,
-            options=options,
-            output=DEFAULT_DATASET,
-            replay_output=DEFAULT_REPLAY,
-            summary_output=DEFAULT_SUMMARY,
-            force=False,
-            grpo_output=None,
-        )
-        gate = None
-        if config.gate is not None:
-            gate = EnvironmentEvalGate(
-                min_mean_improvement=config.gate.min_mean_improvement or 0.0,
-                min_mean_return=config.gate.min_mean_return,
-            )
-        return cls(
-            run_id=run_id,
-            run_dir=run_dir,
-            controls=controls,
-            gate=gate,
-            training=training,
-            auto_load=request.auto_load,
-            behaviour_adapter=request.adapter,
-            output_adapter=request.output_adapter or "",
-        )
-
-    def pending(self) -> OpenEnvEnvironmentEvalStatus:
-        """The section before anything is collected."""
-        options = self.controls.options
-        base = None if self.behaviour_adapter == BASE_ADAPTER else self.behaviour_adapter
-        return OpenEnvEnvironmentEvalStatus(
-            state="pending",
-            seed_start=options.seed_start,
-            groups=options.groups,
-            group_size=options.group_size,
-            baseline=PolicyIdentity(adapter=base),
-            candidate=PolicyIdentity(adapter=self.output_adapter),
-            progress=OpenEnvEnvironmentEvalProgress(
-                state="pending",
-                groups_completed=0,
-                groups_total=options.groups,
-                rollouts_completed=0,
-                rollouts_total=options.groups * options.group_size,
-            ),
-        )
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +127,7 @@ def _manifest(run_dir: Path, run_id: str) -> list[RunArtifact]:
 
 async def _collect_side(job: EvaluationJob, side: str, policy: Policy, hook: _Hook) -> RolloutStats:
     collection = await collect(job.controls, policy, progress=hook)
-    directory = job.run_dir / _side_dir(side)
+    directory = job.run_dir / side_dir(side)
     directory.mkdir(parents=True, exist_ok=True)
     published = await asyncio.shield(
         asyncio.to_thread(publish_collection, collection, directory, job.run_id)
@@ -316,7 +178,7 @@ async def evaluate_candidate(
         receipt = build_receipt(base, cand, gate=job.gate, training=job.training, run_id=job.run_id)
         if cancel_requested():
             raise asyncio.CancelledError
-        receipt, error = await asyncio.shield(_promote(job, receipt, promote))
+        receipt, error = await _uninterrupted(_promote(job, receipt, promote))
         data = receipt_bytes(receipt)
         target = job.run_dir / ARTIFACT_PATHS["environment_eval_receipt"]
         await asyncio.to_thread(write_receipt, target, data)
@@ -342,6 +204,20 @@ async def evaluate_candidate(
     )
     update(section)
     return EvaluationResult(section, receipt, artifacts, error)
+
+
+async def _uninterrupted(work: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``work`` to its end even when the run is cancelled meanwhile (an installation
+    under way is never abandoned half way: a run asked to stop while promoting ends
+    promoted, as a rollout asked to stop while publishing ends published)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        return await task
 
 
 async def _promote(

@@ -17,6 +17,7 @@ from typing import Final
 from kiln_verify.control.executor import ARTIFACTS as BUNDLE_ARTIFACTS
 from kiln_verify.control.executor import rollout_progress
 from kiln_verify.control.kind import ArtifactFile, RunKind
+from kiln_verify.control.kinds.environment_eval import EVALUATION_ARTIFACTS
 from kiln_verify.control.kinds.evaluation_stage import run_environment_evaluation
 from kiln_verify.control.kinds.train_admission import TrainControls, admit_train
 from kiln_verify.control.kinds.train_stages import CandidateEvaluator, execute_train
@@ -33,8 +34,10 @@ TRAIN_ARTIFACTS: Final[dict[str, ArtifactFile]] = {
         kind: ArtifactFile(ARTIFACT_PATHS[kind], MAX_TRAINING_EVIDENCE_BYTES, _JSON)
         for kind in ("train_receipt", "adapter_manifest")
     },
+    **EVALUATION_ARTIFACTS,
 }
-"""The train kind's artifact table: the bundle, then the trainer's evidence."""
+"""The train kind's artifact table: the bundle, the trainer's evidence, then the paired
+evaluation's two bundles and receipt (``environment-evaluation/``)."""
 
 
 def _contract(controls: TrainControls) -> OpenEnvTrainingContract:
