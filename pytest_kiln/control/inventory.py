@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_kiln.cases.model import Level
-from pytest_kiln.control import checks
+from pytest_kiln.control import checks, training
 from pytest_kiln.control.context import ControlContext
 
 __all__ = ["CONTROL_CASES", "ControlCase"]
@@ -125,5 +125,23 @@ CONTROL_CASES: tuple[ControlCase, ...] = (
         _clause("Routes"),
         '404, 400 and 413 answers carry {"error": {code, message, hint}}',
         checks.check_error_bodies,
+    ),
+    ControlCase(
+        "training.preflight-receipt",
+        Level.MUST,
+        _clause("Routes"),
+        "a preflight answers kiln.openenv-training-preflight.v1 with Kiln's owned overrides "
+        "in effective_config, a capacity snapshot and capacity_reserved false (not applicable "
+        "on a server that answers 409 model_not_loaded)",
+        training.check_preflight_receipt,
+    ),
+    ControlCase(
+        "training.preflight-refusals",
+        Level.MUST,
+        _clause("Routes"),
+        "a preflight without output_adapter, training an adapter over itself, with a bad "
+        "adapter name, an unknown GrpoConfig field or post_eval is refused with its code and "
+        "creates no run",
+        training.check_preflight_refusals,
     ),
 )
