@@ -1,23 +1,214 @@
 """A train run end to end over a real socket: collect with the resident model, select,
-export, the bundle's own ``train.py`` in a child, verify, keep the evidence, install."""
+export, the bundle's own ``train.py`` in a child, verify, keep the evidence, install; and
+each way the training stage fails, with a typed record and nothing served.
+
+The failure cases replace the interpreter that runs ``train.py`` (the module attribute
+:data:`~kiln_verify.control.kinds.trainer_child.INTERPRETER`, read at each start) with a
+small script: one that fails, one that writes no result, one that trains for real and
+then occupies the output adapter's name in the served store, one that never ends.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
 import httpx
+import pytest
 
 from kiln_verify.control.config import ServerConfig
+from kiln_verify.control.kinds import trainer_child
+from kiln_verify.control.kinds.train_records import OpenEnvTrainingStatus
 from kiln_verify.control.resident.store import adapters_root
+from kiln_verify.openenv.records.rollout import AgenticGroup
+from kiln_verify.openenv.records.summary import TrainingContract
+from kiln_verify.openenv.training.chain import check_training_chain
+from kiln_verify.openenv.training.lineage import read_training_data
+from kiln_verify.openenv.training.selection import select_for_training
 from oracle.runner import ServerHandle as OracleHandle
 from tests.control.support import wait_terminal
 
 from .conftest import OUTPUT, train_request
 
+BUNDLE = ["dataset", "replay", "summary"]
 
-def test_a_train_run_completes_and_installs_its_adapter(
-    http: httpx.Client, config: ServerConfig, bandit: OracleHandle
-) -> None:
-    created = http.post("/v1/openenv/runs", json=train_request(bandit.base_url))
+
+def _start(http: httpx.Client, body: dict[str, Any]) -> str:
+    created = http.post("/v1/openenv/runs", json=body)
     assert created.status_code == 202, created.text
-    status = wait_terminal(http, created.json()["run_id"], timeout=300)
-    assert status["state"] == "completed", status
-    assert (adapters_root(config) / OUTPUT).is_dir()
+    assert created.json()["training_contract"]["schema"] == "kiln.openenv-training-contract.v1"
+    run_id: str = created.json()["run_id"]
+    return run_id
+
+
+def _download(http: httpx.Client, status: dict[str, Any], kind: str) -> bytes:
+    (entry,) = [a for a in status["artifacts"] if a["kind"] == kind]
+    answer = http.get(entry["url"])
+    assert answer.status_code == 200, answer.text
+    assert len(answer.content) == entry["bytes"]
+    return answer.content
+
+
+def _fake_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, body: str
+) -> None:
+    script = tmp_path / name
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(trainer_child, "INTERPRETER", str(script))
+
+
+def test_a_train_run_completes_installs_and_keeps_its_evidence(
+    http: httpx.Client, config: ServerConfig, bandit: OracleHandle, tmp_path: Path
+) -> None:
+    run_id = _start(http, train_request(bandit.base_url))
+    status = wait_terminal(http, run_id, timeout=600)
+    assert status["state"] == "completed", status.get("failure")
+    installed = adapters_root(config) / OUTPUT
+    assert installed.is_dir()
+
+    training = status["training"]
+    OpenEnvTrainingStatus.from_json(training)  # Kiln's record, closed
+    assert training["job_id"] == status["training_job_id"] == f"grpo-{run_id}"
+    assert (training["state"], training["progress"], training["epoch"]) == ("completed", 1.0, 1)
+    assert isinstance(training["current_loss"], float)  # parsed from the trainer's log
+    assert training["adapter_path"] == str(installed)
+    data = training["training_data"]
+    assert data["source"] == "openenv"
+    lineage = read_training_data(data["openenv"])
+
+    assert [a["kind"] for a in status["artifacts"]] == [
+        *BUNDLE,
+        "train_receipt",
+        "adapter_manifest",
+    ]
+    summary = json.loads(_download(http, status, "summary"))
+    assert summary["training_contract"] == status["training_contract"]  # sealed, then embedded
+    selected = summary["training_selection"]
+    assert selected["groups_submitted"] == data["rows"] == lineage.groups >= 1
+    assert status.get("warnings") == selected.get("warnings")
+
+    # the evidence binds the admitted corpus, the lineage, the contract and the served bytes
+    groups = [
+        AgenticGroup.from_json(json.loads(line))
+        for line in _download(http, status, "dataset").splitlines()
+    ]
+    corpus = select_for_training(groups).corpus_bytes()
+    (tmp_path / "r.json").write_bytes(_download(http, status, "train_receipt"))
+    (tmp_path / "m.json").write_bytes(_download(http, status, "adapter_manifest"))
+    check_training_chain(
+        receipt_path=tmp_path / "r.json",
+        manifest_path=tmp_path / "m.json",
+        corpus=corpus,
+        contract=TrainingContract.from_json(status["training_contract"]),
+        adapter_dir=installed,
+        status_lineage=lineage,
+    )
+
+    listed = http.get("/v1/adapters").json()
+    assert [e["status"] for e in listed["available"] if e["name"] == OUTPUT] == ["available"]
+    metrics = http.get("/metrics").text
+    assert 'kiln_openenv_runs_total{status="training_queued"}' in metrics
+    assert 'kiln_openenv_runs_total{status="training_completed"} 1.0' in metrics
+
+
+def _failed(http: httpx.Client, run_id: str, config: ServerConfig, output: str) -> dict[str, Any]:
+    status = wait_terminal(http, run_id, timeout=600)
+    assert status["state"] == "failed", status
+    assert status["training"]["state"] == "failed"
+    assert status["training"]["error"] == status["failure"]["message"] == status["error"]
+    assert [a["kind"] for a in status["artifacts"]] == BUNDLE  # no evidence bound
+    installed = adapters_root(config) / output
+    assert not installed.exists() or not any(installed.iterdir())  # nothing served
+    return status
+
+
+def test_a_trainer_that_exits_non_zero_fails_the_run(
+    http: httpx.Client,
+    config: ServerConfig,
+    bandit: OracleHandle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _fake_interpreter(monkeypatch, tmp_path, "python", "echo 'runner: out of memory' >&2\nexit 3")
+    run_id = _start(http, train_request(bandit.base_url, output_adapter="exit-3"))
+    failure = _failed(http, run_id, config, "exit-3")["failure"]
+    assert (failure["code"], failure["stage"], failure["retryable"]) == (
+        "training_failed",
+        "training",
+        False,
+    )
+    assert "exited with status 3" in failure["message"]
+    assert "runner: out of memory" in failure["message"]
+
+
+def test_a_trainer_that_writes_no_result_fails_with_invalid_evidence(
+    http: httpx.Client,
+    config: ServerConfig,
+    bandit: OracleHandle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _fake_interpreter(monkeypatch, tmp_path, "python", "exit 0")
+    run_id = _start(http, train_request(bandit.base_url, output_adapter="no-result"))
+    failure = _failed(http, run_id, config, "no-result")["failure"]
+    assert (failure["code"], failure["stage"]) == ("training_evidence_invalid", "training")
+    assert "the trainer's result does not verify" in failure["message"]
+
+
+def test_an_adapter_the_store_refuses_is_never_served(
+    http: httpx.Client,
+    config: ServerConfig,
+    bandit: OracleHandle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    taken = adapters_root(config) / "refused"
+    body = f'"{sys.executable}" "$@" || exit $?\nmkdir -p "{taken}"'
+    _fake_interpreter(monkeypatch, tmp_path, "python", body)
+    run_id = _start(http, train_request(bandit.base_url, output_adapter="refused"))
+    status = _failed(http, run_id, config, "refused")
+    failure = status["failure"]
+    assert (failure["code"], failure["stage"]) == ("training_evidence_invalid", "training")
+    assert "adapter_exists" in failure["message"]
+    assert list(taken.iterdir()) == []
+
+
+def _running(pattern: str) -> bool:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if pattern.encode() in command:
+                return True
+    return False
+
+
+def test_cancelling_during_training_stops_the_trainer(
+    http: httpx.Client,
+    config: ServerConfig,
+    bandit: OracleHandle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    marker = f"{os.getpid() % 1000}.{time.monotonic_ns() % 997}"
+    _fake_interpreter(monkeypatch, tmp_path, "python", f"exec sleep {marker}")
+    run_id = _start(http, train_request(bandit.base_url, output_adapter="cancelled"))
+    deadline = time.monotonic() + 300
+    while http.get(f"/v1/openenv/runs/{run_id}").json()["state"] != "training_running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert _running(f"sleep\0{marker}")
+    status = http.delete(f"/v1/openenv/runs/{run_id}").json()
+    assert status["state"] == "cancelled"
+    assert status["training"]["state"] == "failed"  # Kiln's TrainingState has no cancelled
+    assert "cancelled" in status["training"]["error"]
+    assert not _running(f"sleep\0{marker}")
+    assert not (adapters_root(config) / "cancelled").exists()

@@ -1,0 +1,78 @@
+"""A killed server fails an in-training run on restart, and leaves no trainer behind.
+
+The real ``kiln-verify serve --model DIR`` process trains with the real ``train.py``; it is
+killed with ``SIGKILL`` while the run is ``training_running``. The trainer child dies with
+it (``PR_SET_PDEATHSIG``), and the next start on the same state directory fails the run
+with ``run_interrupted`` at stage ``restoration``; the adapter is never installed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kiln_verify.testing.serve import ServeProcess
+from oracle.runner import ServerHandle as OracleHandle
+
+from .conftest import OUTPUT, train_request
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+
+
+def _trainers(run_dir: Path) -> list[int]:
+    """Processes whose command line names this run's exported bundle."""
+    needle = str(run_dir / "trainer").encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if needle in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def test_sigkill_during_training_fails_the_run_on_restart(
+    tmp_path: Path, model: Path, bandit: OracleHandle
+) -> None:
+    state = tmp_path / "state"
+    first = ServeProcess(state, "--model", str(model))
+    try:
+        with httpx.Client(base_url=first.url, trust_env=False, timeout=120) as http:
+            created = http.post("/v1/openenv/runs", json=train_request(bandit.base_url))
+            assert created.status_code == 202, created.text
+            run_id = created.json()["run_id"]
+            deadline = time.monotonic() + 300
+            while http.get(f"/v1/openenv/runs/{run_id}").json()["state"] != "training_running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        run_dir = next(state.glob(f"**/{run_id}"))
+        assert _trainers(run_dir)
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(timeout=30)
+    finally:
+        first.stop()
+    deadline = time.monotonic() + 30
+    while _trainers(run_dir):  # the trainer dies with the server
+        assert time.monotonic() < deadline, "the trainer outlived the killed server"
+        time.sleep(0.05)
+
+    second = ServeProcess(state, "--model", str(model))
+    try:
+        with httpx.Client(base_url=second.url, trust_env=False, timeout=60) as http:
+            status = http.get(f"/v1/openenv/runs/{run_id}").json()
+            assert http.get("/v1/adapters").json()["available"] == []
+    finally:
+        assert second.stop() == 0
+    assert status["state"] == "failed"
+    failure = status["failure"]
+    assert (failure["code"], failure["stage"]) == ("run_interrupted", "restoration")
+    assert "training_running" in failure["message"]
+    assert status["training_contract"]["effective_config"]["output_name"] == OUTPUT
