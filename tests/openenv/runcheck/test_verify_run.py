@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kiln_verify.cli import app
@@ -213,3 +215,26 @@ def test_the_checked_in_contract_is_current() -> None:
         "contracts/kiln-verify-run-v1.schema.json drifted; run "
         "python -m kiln_verify.openenv.runcheck.schema_export"
     )
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(kind=st.sampled_from(sorted(ARTIFACT_PATHS)), where=st.floats(0, 1), bit=st.integers(0, 7))
+def test_no_flipped_bit_of_any_artifact_verifies(
+    run: TrainRun, kind: str, where: float, bit: int
+) -> None:
+    """Every artifact is bound by run.json's manifest and by its own links: one flipped bit
+    anywhere is a typed refusal, never a pass or a crash."""
+    path = run.path(kind)
+    pristine = path.read_bytes()
+    data = bytearray(pristine)
+    data[min(int(where * len(data)), len(data) - 1)] ^= 1 << bit
+    path.write_bytes(bytes(data))
+    try:
+        with pytest.raises(KilnError):
+            run.verify()
+    finally:
+        path.write_bytes(pristine)
