@@ -25,8 +25,11 @@ from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.kinds import trainer_child
 from kiln_verify.control.kinds.train_records import OpenEnvTrainingStatus
 from kiln_verify.control.resident.store import adapters_root
+from kiln_verify.control_client.client import ControlClient
+from kiln_verify.control_client.download_run import download_run
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import TrainingContract
+from kiln_verify.openenv.runcheck.engine import verify_run
 from kiln_verify.openenv.training.chain import check_training_chain
 from kiln_verify.openenv.training.lineage import read_training_data
 from kiln_verify.openenv.training.selection import select_for_training
@@ -109,6 +112,14 @@ def test_a_train_run_completes_installs_and_keeps_its_evidence(
         adapter_dir=installed,
         status_lineage=lineage,
     )
+    # the whole run downloaded, then every link checked offline (docs/verify-run.md); the
+    # server's own run directory verifies too, with the adapter it keeps in quarantine
+    with ControlClient(str(http.base_url)) as client:
+        download_run(client, run_id, str(tmp_path / "run"))
+    report = verify_run(tmp_path / "run", adapter_dir=installed)
+    assert report.training is not None
+    assert (report.run_kind, report.training.output_adapter) == ("train", OUTPUT)
+    assert verify_run(config.runs_root / run_id).training == report.training
 
     listed = http.get("/v1/adapters").json()
     assert [e["status"] for e in listed["available"] if e["name"] == OUTPUT] == ["available"]
