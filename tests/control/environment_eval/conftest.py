@@ -38,15 +38,17 @@ TRAINING = {"groups": 4, "seed_start": 980}
 
 
 @pytest.fixture(scope="module")
-def bandits() -> Iterator[tuple[ServerHandle, ServerHandle]]:
-    """(a well-behaved bandit, one whose every reset differs: `nondeterministic-reset`)."""
+def bandits() -> Iterator[tuple[ServerHandle, ServerHandle, ServerHandle]]:
+    """(a well-behaved bandit, one whose every reset differs: `nondeterministic-reset`, one
+    whose identity changes after the baseline's 20 resets: `identity-drift=20`)."""
     handles = start_servers(
         [
             OracleConfig("bandit", max_sessions=1),
             OracleConfig("bandit", max_sessions=1, faults=["nondeterministic-reset"]),
+            OracleConfig("bandit", max_sessions=1, faults=["identity-drift=20"]),
         ]
     )
-    yield handles[0], handles[1]
+    yield handles[0], handles[1], handles[2]
     for handle in handles:
         handle.stop()
 

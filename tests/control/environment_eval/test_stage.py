@@ -30,6 +30,7 @@ from kiln_verify.control.training.records import OpenEnvEnvironmentEvalConfig
 from kiln_verify.errors import (
     ApiArtifactIntegrityFailed,
     ApiEnvironmentEvalInvalid,
+    EnvironmentIdentityChanged,
     EvaluationPairingMismatch,
 )
 from kiln_verify.openenv.evaluate import receipt_bytes
@@ -98,7 +99,7 @@ def _files(run_dir: Path) -> list[str]:
 
 
 def test_a_better_candidate_is_promoted_then_served(
-    bandits: tuple[ServerHandle, ServerHandle],
+    bandits: tuple[ServerHandle, ServerHandle, ServerHandle],
     resident: ServerConfig,
     completed: tuple[Path, Path],
     tmp_path: Path,
@@ -184,7 +185,7 @@ def test_a_better_candidate_is_promoted_then_served(
 
 
 def test_a_passed_candidate_without_auto_load_is_kept_not_served(
-    bandits: tuple[ServerHandle, ServerHandle], tmp_path: Path
+    bandits: tuple[ServerHandle, ServerHandle, ServerHandle], tmp_path: Path
 ) -> None:
     job = job_for(tmp_path / "run", bandits[0].base_url, GATE, auto_load=False)
     seen = Recorder()
@@ -194,7 +195,7 @@ def test_a_passed_candidate_without_auto_load_is_kept_not_served(
 
 
 def test_a_worse_candidate_is_rejected_and_never_served(
-    bandits: tuple[ServerHandle, ServerHandle], resident: ServerConfig, tmp_path: Path
+    bandits: tuple[ServerHandle, ServerHandle, ServerHandle], resident: ServerConfig, tmp_path: Path
 ) -> None:
     job = job_for(tmp_path / "run", bandits[0].base_url, GATE, output_adapter="worse-v1")
     seen = Recorder()
@@ -210,7 +211,7 @@ def test_a_worse_candidate_is_rejected_and_never_served(
 
 
 def test_fewer_than_20_groups_is_refused_at_admission_and_inconclusive_in_the_stage(
-    bandits: tuple[ServerHandle, ServerHandle], tmp_path: Path
+    bandits: tuple[ServerHandle, ServerHandle, ServerHandle], tmp_path: Path
 ) -> None:
     url = bandits[0].base_url
     small = {"groups": 19, "seed_start": 1000, "gate": {"min_mean_improvement": 0.0}}
@@ -244,7 +245,7 @@ def test_fewer_than_20_groups_is_refused_at_admission_and_inconclusive_in_the_st
 
 
 def test_drift_between_baseline_and_candidate_fails_the_run(
-    bandits: tuple[ServerHandle, ServerHandle], tmp_path: Path
+    bandits: tuple[ServerHandle, ServerHandle, ServerHandle], tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
     job = job_for(run_dir, bandits[1].base_url, GATE)
@@ -262,3 +263,22 @@ def test_drift_between_baseline_and_candidate_fails_the_run(
     assert seen.promoted == 0
     assert not (run_dir / ARTIFACT_PATHS["environment_eval_receipt"]).exists()
     assert seen.metrics.evaluations == {"started": 1, "completed": 0, "failed": 1}
+
+
+def test_an_identity_that_changes_after_the_baseline_fails_the_run(
+    bandits: tuple[ServerHandle, ServerHandle, ServerHandle], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    job = job_for(run_dir, bandits[2].base_url, GATE)
+    seen = Recorder()
+    with pytest.raises(EnvironmentIdentityChanged) as caught:
+        seen.run(job, worst(), best())
+    failure = classify(caught.value, "environment_evaluation", 0)
+    assert (failure.code, failure.stage) == (
+        "environment_identity_changed",
+        "environment_evaluation",
+    )
+    assert seen.states[-2:] == ["collecting_candidate", "failed"]
+    assert (run_dir / ARTIFACT_PATHS["environment_eval_baseline_summary"]).is_file()
+    assert not (run_dir / ARTIFACT_PATHS["environment_eval_candidate_summary"]).exists()
+    assert seen.promoted == 0
