@@ -11,7 +11,8 @@
 4   ``run.json``'s manifest is the files         ``run_chain_file_mismatch``
 5   the summary's training contract is the       ``run_chain_contract_mismatch``
     run status's
-6   the summary's training selection is the      ``run_chain_selection_mismatch``
+6   the summary's training selection (when it    ``run_chain_selection_mismatch``
+    records one, or the run trained) is the
     one recomputed from its corpus
 7   the training chain (receipt, manifest,       ``training_chain_*`` (docs/training-chain.md)
     corpus, lineage, status, contract, adapter)
@@ -21,7 +22,7 @@
 ==  ===========================================  =========================================
 
 A directory with only the three bundle files (and perhaps a rollout ``run.json``) is a
-rollout run: steps 1, 4 and 5 apply. The adapter's files are not an artifact of the run
+rollout run: steps 1, 4 and 5 apply (and 6 when its summary records a selection). The adapter's files are not an artifact of the run
 (a server keeps them in its run directory's quarantine, ``trainer/candidate/<name>``,
 and installs a promoted one in its adapter store), so a run with training evidence needs
 ``adapter_dir`` unless ``DIR`` is the server's own run directory with that quarantine.
@@ -145,12 +146,11 @@ def _train(
     run: LoadedBundle,
     status: OpenEnvRunStatus | None,
     adapter_dir: str | os.PathLike[str],
+    selection: Selection,
 ) -> tuple[ChainReport, TrainingContract]:
-    summary = run.summary
-    contract = summary.training_contract
+    contract = run.summary.training_contract
     if contract is None:
         raise RunChainContractMismatch("a run with training evidence whose summary has no contract")
-    selection = _selection(directory, summary)
     chain = check_training_chain(
         receipt_path=directory.path("train_receipt"),
         manifest_path=directory.path("adapter_manifest"),
@@ -213,10 +213,14 @@ def verify_run(
         links.append("training contract")
     training: TrainingCheck | None = None
     evaluation: EvaluationCheck | None = None
-    if has_training and adapter_dir is not None:
-        chain, contract = _train(run_dir, run, status, adapter_dir)
+    selection: Selection | None = None
+    if has_training or run.summary.training_selection is not None:
+        selection = _selection(run_dir, run.summary)  # a failed train run's too
+        links.append("training selection")
+    if has_training and adapter_dir is not None and selection is not None:
+        chain, contract = _train(run_dir, run, status, adapter_dir, selection)
         training = _training_check(chain, contract)
-        links.extend(("training selection", "training chain"))
+        links.append("training chain")
         if has_evaluation:
             inputs = EvaluationInputs(
                 training_summary=run.summary,

@@ -51,7 +51,7 @@ def test_a_rollout_bundle_alone_verifies(run: TrainRun, tmp_path: Path) -> None:
         shutil.copyfile(run.path(kind), bundle / ARTIFACT_PATHS[kind])
     report = verify_run(bundle)
     assert (report.run_id, report.training, report.evaluation) == (None, None, None)
-    assert report.links == ["run bundle"]
+    assert report.links == ["run bundle", "training selection"]  # its summary records one
     with pytest.raises(KilnError) as refused:
         verify_run(bundle, adapter_dir=run.adapter)
     assert refused.value.code == "usage"
