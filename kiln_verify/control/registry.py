@@ -56,6 +56,7 @@ from kiln_verify.control.tracked import TrackedRuns
 from kiln_verify.errors import (
     ApiRunCreateFailed,
     ApiRunNotCancellable,
+    ControlApiError,
     KilnError,
 )
 from kiln_verify.limits import MAX_CANCEL_WAIT_S
@@ -132,10 +133,17 @@ class RunRegistry(TrackedRuns):
 
         A kind that needs a resident model (``train``) and is not served is
         ``model_not_loaded`` on a server without one, the first thing missing; a served
-        kind's own admission checks that itself (``require_resident_model``)."""
+        kind's own admission checks that itself (``require_resident_model``). A refused
+        training request counts
+        ``kiln_openenv_runs_total{status="training_preflight_rejected"}``."""
         if request.kind in MODEL_KINDS and request.kind not in self.kinds:
             require_resident_model(self.config, f"kind={request.kind}")
-        return kind_of(self.kinds, request.kind).admit(request, self.config)
+        try:
+            return kind_of(self.kinds, request.kind).admit(request, self.config)
+        except ControlApiError:
+            if request.kind in MODEL_KINDS:
+                self.metrics.run("training_preflight_rejected")
+            raise
 
     def create(self, request: OpenEnvRunRequest) -> tuple[OpenEnvRunStatus, bool]:
         """``POST /v1/openenv/runs``: an exact retry replays before the server's policy is

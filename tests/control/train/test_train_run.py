@@ -223,3 +223,24 @@ def test_cancelling_during_training_stops_the_trainer(
     assert "cancelled" in status["training"]["error"]
     assert not _running(f"sleep\0{marker}")
     assert not (adapters_root(config) / "cancelled").exists()
+
+
+def _counter(http: httpx.Client, series: str) -> float:
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{series} is not exported")
+
+
+def test_a_refused_train_request_creates_nothing_and_is_counted(
+    http: httpx.Client, config: ServerConfig, bandit: OracleHandle
+) -> None:
+    series = 'kiln_openenv_runs_total{status="training_preflight_rejected"}'
+    before = _counter(http, series)
+    runs = len(http.get("/v1/openenv/runs").json()["runs"])
+    body = train_request(bandit.base_url, training_config={"optimizer": {"kind": "muon"}})
+    refused = http.post("/v1/openenv/runs", json=body)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "openenv_training_config_unsupported"
+    assert _counter(http, series) == before + 1
+    assert len(http.get("/v1/openenv/runs").json()["runs"]) == runs
