@@ -282,3 +282,31 @@ def test_an_identity_that_changes_after_the_baseline_fails_the_run(
     assert (run_dir / ARTIFACT_PATHS["environment_eval_baseline_summary"]).is_file()
     assert not (run_dir / ARTIFACT_PATHS["environment_eval_candidate_summary"]).exists()
     assert seen.promoted == 0
+
+
+def test_a_cancelled_evaluation_stops_before_the_candidate_and_promotes_nothing(
+    bandits: tuple[ServerHandle, ServerHandle, ServerHandle], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    job = job_for(run_dir, bandits[0].base_url, GATE)
+    seen = Recorder()
+
+    def cancelled() -> bool:  # the run is asked to stop once the baseline is published
+        return seen.sections[-1].baseline_stats is not None
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(
+            evaluate_candidate(
+                job,
+                worst(),
+                best(),
+                promote=seen.promote,
+                update=seen.sections.append,
+                metrics=seen.metrics,
+                cancel_requested=cancelled,
+            )
+        )
+    assert seen.states == ["pending", "collecting_baseline", "cancelled"]
+    assert seen.promoted == 0
+    assert not (run_dir / ARTIFACT_PATHS["environment_eval_candidate_summary"]).exists()
+    assert seen.metrics.evaluations == {"started": 1, "completed": 0, "failed": 1}
