@@ -1,4 +1,5 @@
-"""A killed server fails an in-training run on restart, and leaves no trainer behind.
+"""Restarts: a killed server fails an in-training run and leaves no trainer behind; a
+queued train run resumes with its sealed contract.
 
 The real ``kiln-verify serve --model DIR`` process trains with the real ``train.py``; it is
 killed with ``SIGKILL`` while the run is ``training_running``. The trainer child dies with
@@ -8,6 +9,7 @@ with ``run_interrupted`` at stage ``restoration``; the adapter is never installe
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -17,8 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kiln_verify.control.config import OpenEnvSettings, ServerConfig
+from kiln_verify.control.kinds import trainer_child
+from kiln_verify.control.sections.model import ModelSettings
+from kiln_verify.server.runner import start_in_thread
 from kiln_verify.testing.serve import ServeProcess
 from oracle.runner import ServerHandle as OracleHandle
+from tests.control.support import wait_terminal
 
 from .conftest import OUTPUT, train_request
 
@@ -76,3 +83,50 @@ def test_sigkill_during_training_fails_the_run_on_restart(
     assert (failure["code"], failure["stage"]) == ("run_interrupted", "restoration")
     assert "training_running" in failure["message"]
     assert status["training_contract"]["effective_config"]["output_name"] == OUTPUT
+
+
+def test_a_queued_train_run_resumes_with_its_sealed_contract(
+    tmp_path: Path, model: Path, bandit: OracleHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One slot: a first run holds it in a trainer that never ends, a second waits queued;
+    the server stops. On restart the first fails ``run_interrupted``, the second resumes,
+    is re-admitted from its request and sealed contract only, and reaches its trainer."""
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nexec sleep 300\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(trainer_child, "INTERPRETER", str(script))
+    config = ServerConfig(
+        host="127.0.0.1",
+        port=0,
+        state_dir=tmp_path / "state",
+        openenv=dataclasses.replace(OpenEnvSettings(), max_active_runs=1),
+        model=ModelSettings(model),
+    )
+    handle = start_in_thread(config)
+    try:
+        with httpx.Client(base_url=handle.base_url, trust_env=False, timeout=120) as http:
+            first = http.post("/v1/openenv/runs", json=train_request(bandit.base_url)).json()
+            body = train_request(bandit.base_url, output_adapter="queued-1")
+            second = http.post("/v1/openenv/runs", json=body).json()
+            assert second["state"] == "queued"
+            deadline = time.monotonic() + 300
+            while http.get(f"/v1/openenv/runs/{first['run_id']}").json()["state"] != (
+                "training_running"
+            ):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        handle.stop()
+
+    script.write_text("#!/bin/sh\nexit 7\n")
+    handle = start_in_thread(config)
+    try:
+        with httpx.Client(base_url=handle.base_url, trust_env=False, timeout=120) as http:
+            interrupted = http.get(f"/v1/openenv/runs/{first['run_id']}").json()
+            resumed = wait_terminal(http, second["run_id"], timeout=300)
+    finally:
+        handle.stop()
+    assert interrupted["failure"]["code"] == "run_interrupted"
+    assert resumed["training_contract"] == second["training_contract"]
+    assert resumed["failure"]["code"] == "training_failed"  # it reached its trainer
+    assert "exited with status 7" in resumed["failure"]["message"]
