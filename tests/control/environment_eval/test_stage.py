@@ -310,3 +310,17 @@ def test_a_cancelled_evaluation_stops_before_the_candidate_and_promotes_nothing(
     assert seen.promoted == 0
     assert not (run_dir / ARTIFACT_PATHS["environment_eval_candidate_summary"]).exists()
     assert seen.metrics.evaluations == {"started": 1, "completed": 0, "failed": 1}
+
+
+def test_the_train_kind_serves_the_seven_evaluation_artifacts_at_the_layout_paths() -> None:
+    from kiln_verify.control.kinds.train import TRAIN_ARTIFACTS
+
+    assert list(TRAIN_ARTIFACTS) == list(ARTIFACT_PATHS)  # every kind, in manifest order
+    for kind, file in EVALUATION_ARTIFACTS.items():
+        assert TRAIN_ARTIFACTS[kind] == file
+        assert file.name == ARTIFACT_PATHS[kind]
+    # the bundle halves keep the collector's own file names and caps
+    assert [
+        Path(EVALUATION_ARTIFACTS[f"environment_eval_baseline_{k}"].name).name
+        for k in ("dataset", "replay", "summary")
+    ] == [TRAIN_ARTIFACTS[k].name for k in ("dataset", "replay", "summary")]
