@@ -20,7 +20,7 @@ from kiln_verify.control_client.download_run import download_run
 from kiln_verify.errors import ControlHttpStatus, KilnError
 from kiln_verify.openenv.runcheck.engine import verify_run
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import control_server, run_to_end, small_request
+from tests.control.support import control_server, run_to_end, small_request, wait_terminal
 
 BUNDLE = ("dataset", "replay", "summary")
 
@@ -133,3 +133,21 @@ def test_cli_all_json_and_usage(published: Published, tmp_path: Path) -> None:
         refused = runner.invoke(app, [*base, *wrong])
         assert refused.exit_code == 2, (wrong, refused.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_run_still_going_is_refused(
+    published: Published, slow_bandit: OracleHandle, tmp_path: Path
+) -> None:
+    with httpx.Client(base_url=published.url, trust_env=False, timeout=60) as http:
+        created = http.post("/v1/openenv/runs", json=small_request(slow_bandit.base_url, groups=4))
+        assert created.status_code == 202, created.text
+        run_id = created.json()["run_id"]
+        try:
+            with ControlClient(published.url) as client, pytest.raises(KilnError) as refused:
+                download_run(client, run_id, str(tmp_path / "run"))
+        finally:
+            http.delete(f"/v1/openenv/runs/{run_id}")
+            wait_terminal(http, run_id)
+    assert refused.value.code == "artifact_manifest_invalid"
+    assert "has ended" in refused.value.rule
+    assert list(tmp_path.iterdir()) == []
