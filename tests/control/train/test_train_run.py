@@ -127,6 +127,14 @@ def test_a_train_run_completes_installs_and_keeps_its_evidence(
     assert 'kiln_openenv_runs_total{status="training_queued"}' in metrics
     assert 'kiln_openenv_runs_total{status="training_completed"} 1.0' in metrics
 
+    # the evidence is manifest-gated: changed on disk, it is no longer served
+    (receipt,) = config.state_dir.glob(f"**/{run_id}/train_receipt.json")
+    receipt.write_bytes(receipt.read_bytes().replace(b'"exit_code": 0', b'"exit_code": 1'))
+    (entry,) = [a for a in status["artifacts"] if a["kind"] == "train_receipt"]
+    tampered = http.get(entry["url"])
+    assert tampered.status_code == 409
+    assert tampered.json()["error"]["code"] == "openenv_artifact_integrity_failed"
+
 
 def _failed(http: httpx.Client, run_id: str, config: ServerConfig, output: str) -> dict[str, Any]:
     status = wait_terminal(http, run_id, timeout=600)
