@@ -133,7 +133,11 @@ class _Run:
         self.registry.update(self.run_id, persist=persist, training=self.training.to_json())
 
     def training_ended(self, **update: Any) -> dict[str, Any]:
+        """The trainer's final status; a trainer that completed stays ``completed`` when
+        a later stage (the evaluation) fails or is cancelled."""
         if self.training is None:
+            return {}
+        if self.training.state == "completed" and update.get("state") == "failed":
             return {}
         self.training = self.training.model_copy(update=update)
         return {"training": self.training.to_json()}
