@@ -36,10 +36,15 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from kiln_verify.control import failures
-from kiln_verify.control.executor import _Progress as CollectionProgress
 from kiln_verify.control.kinds import train_evidence as steps
 from kiln_verify.control.kinds.train_admission import TRAIN_CORPUS, TrainControls, readmit
 from kiln_verify.control.kinds.train_collect import collect_recorded, publish_train_bundle
+from kiln_verify.control.kinds.train_progress import (
+    TrainRun,
+    complete,
+    raise_if_cancelled,
+    uninterrupted,
+)
 from kiln_verify.control.kinds.train_records import (
     OPENENV_SOURCE,
     OpenEnvTrainingStatus,
@@ -54,7 +59,6 @@ from kiln_verify.control.training.effective import runner_options
 from kiln_verify.control.training.rules import behaviour_adapter
 from kiln_verify.control.training.seal import sealed_contract
 from kiln_verify.core.digest import hash_file, sha256_bytes
-from kiln_verify.errors import KilnError
 from kiln_verify.limits import MAX_TRAINING_EVIDENCE_BYTES
 from kiln_verify.openenv.collect import CollectionControls
 from kiln_verify.openenv.training.corpus import lineage_from_groups
@@ -99,75 +103,6 @@ _GATE_OUTCOMES: Final = {
 """The evaluation's outcome as Kiln's ``gate_outcome`` (a ``diagnostic`` run has none)."""
 
 
-class _Run:
-    """One run's bookkeeping: its failure stage, its trainer status, throttled progress."""
-
-    def __init__(self, registry: RunRegistry, run_id: str) -> None:
-        self.registry = registry
-        self.run_id = run_id
-        self.collecting = CollectionProgress(registry, run_id)
-        self.training: OpenEnvTrainingStatus | None = None
-        self._last_persist = 0
-
-    @property
-    def stage(self) -> Any:
-        return self.collecting.stage
-
-    def enter(self, stage: Any, state: str | None = None, **changes: Any) -> None:
-        self.collecting.stage = stage
-        if state is not None:
-            changes["state"] = state
-        if self.training is not None:
-            changes["training"] = self.training.to_json()
-        if changes:
-            self.registry.update(self.run_id, **changes)
-
-    def trainer_progress(self, epoch: float | None, loss: float | None) -> None:
-        if self.training is None:
-            return
-        self.training = self.training.advanced(epoch=epoch, loss=loss, epochs=1.0)
-        now = self.registry.clock()
-        persist = now - self._last_persist >= 500
-        if persist:
-            self._last_persist = now
-        self.registry.update(self.run_id, persist=persist, training=self.training.to_json())
-
-    def training_ended(self, **update: Any) -> dict[str, Any]:
-        """The trainer's final status; a trainer that completed stays ``completed`` when
-        a later stage (the evaluation) fails or is cancelled."""
-        if self.training is None:
-            return {}
-        if self.training.state == "completed" and update.get("state") == "failed":
-            return {}
-        self.training = self.training.model_copy(update=update)
-        return {"training": self.training.to_json()}
-
-
-def _raise_if_cancelled(handle: ActiveRun | None) -> None:
-    if handle is not None and handle.cancel_requested:
-        raise asyncio.CancelledError
-
-
-async def _uninterrupted(handle: ActiveRun | None, work: Callable[[], Any]) -> Any:
-    """``work`` in a worker thread that a cancellation does not interrupt."""
-    if handle is not None:
-        handle.publishing = True
-    try:
-        return await asyncio.shield(asyncio.to_thread(work))
-    finally:
-        if handle is not None:
-            handle.publishing = False
-
-
-def _complete(registry: RunRegistry, run_id: str, **changes: Any) -> None:
-    changes.update(state="completed", finished_unix_ms=registry.clock())
-    try:
-        registry.update(run_id, **changes)
-    except (KilnError, OSError):
-        registry.update(run_id, persist=False, **changes)
-    registry.metrics.run("training_completed")
-
-
 async def execute_train(
     registry: RunRegistry,
     run_id: str,
@@ -177,7 +112,7 @@ async def execute_train(
 ) -> None:
     """Collect, select, export, train, verify, keep the evidence and install; always ends
     in a terminal state (see the module docstring)."""
-    run = _Run(registry, run_id)
+    run = TrainRun(registry, run_id)
     handle = registry.active(run_id)
     try:
         await _execute(registry, run_id, run, handle, controls, evaluate)
@@ -203,7 +138,7 @@ async def execute_train(
 async def _execute(
     registry: RunRegistry,
     run_id: str,
-    run: _Run,
+    run: TrainRun,
     handle: ActiveRun | None,
     controls: TrainControls | None,
     evaluate: CandidateEvaluator | None,
@@ -217,10 +152,10 @@ async def _execute(
     recorded = await collect_recorded(
         config, controls.collection, contract, adapter, run.collecting
     )
-    _raise_if_cancelled(handle)
+    raise_if_cancelled(handle)
     run.enter("artifact_publication")
     run_dir = registry.store.run_dir(run_id)
-    bundle = await _uninterrupted(
+    bundle = await uninterrupted(
         handle,
         lambda: publish_train_bundle(recorded, contract, adapter, run_dir, run_id, TRAIN_CORPUS),
     )
@@ -241,9 +176,9 @@ async def _execute(
     }
     if not selection.groups:
         warnings = [*(selection.record.warnings or ()), NOTHING_SELECTED]
-        _complete(registry, run_id, **{**collected, "warnings": warnings})
+        complete(registry, run_id, **{**collected, "warnings": warnings})
         return
-    _raise_if_cancelled(handle)
+    raise_if_cancelled(handle)
     run.enter("training_submission", "submitting", **collected)
     corpus = selection.corpus_bytes()
     lineage = lineage_from_groups(selection.groups)
@@ -261,7 +196,7 @@ async def _execute(
     )
     run.enter("training", "training_queued", training_job_id=run.training.job_id)
     registry.metrics.run("training_queued")
-    _raise_if_cancelled(handle)
+    raise_if_cancelled(handle)
     model = config.model
     assert model is not None  # admission required a resident model
     run.training = run.training.model_copy(update={"state": "running"})
@@ -276,7 +211,7 @@ async def _execute(
             f"train.py exited with status {ended.exit_code}: {ended.stderr_tail[-1500:]}",
         )
     await asyncio.to_thread(steps.check_completed, export)
-    _raise_if_cancelled(handle)
+    raise_if_cancelled(handle)
     name = str(contract.effective_config.output_name)
     directory = await asyncio.to_thread(steps.import_candidate, config, export, run_dir, name)
     trainer = TrainerRun(
@@ -288,7 +223,7 @@ async def _execute(
         finished_unix_ms=ended.finished_unix_ms,
         duration_ms=ended.duration_ms,
     )
-    evidence = await _uninterrupted(
+    evidence = await uninterrupted(
         handle,
         lambda: steps.write_training_evidence(
             run_dir,
@@ -317,11 +252,11 @@ async def _execute(
         served = installed if installed.is_dir() else None
     elif contract.effective_config.auto_load:
         run.enter("training")
-        served = await _uninterrupted(handle, lambda: steps.install_candidate(config, export, name))
+        served = await uninterrupted(handle, lambda: steps.install_candidate(config, export, name))
     ended_training = run.training_ended(
         state="completed",
         progress=1.0,
         adapter_path=None if served is None else str(served),
         gate_outcome=gate,
     )
-    _complete(registry, run_id, artifacts=artifacts, **ended_training)
+    complete(registry, run_id, artifacts=artifacts, **ended_training)
