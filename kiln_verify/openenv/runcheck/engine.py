@@ -22,7 +22,8 @@
 ==  ===========================================  =========================================
 
 A directory with only the three bundle files (and perhaps a rollout ``run.json``) is a
-rollout run: steps 1, 4 and 5 apply (and 6 when its summary records a selection). The adapter's files are not an artifact of the run
+rollout run: steps 1, 4 and 5 apply (and 6 when its summary records a selection). The
+adapter's files are not an artifact of the run
 (a server keeps them in its run directory's quarantine, ``trainer/candidate/<name>``,
 and installs a promoted one in its adapter store), so a run with training evidence needs
 ``adapter_dir`` unless ``DIR`` is the server's own run directory with that quarantine.
