@@ -102,3 +102,30 @@ def tool_model(
         warm_start_tool_model(path, tools, steps=steps)
 
     return shared_build(tmp_path_factory, f"tool-model-{digest([tools, steps])}", build)
+
+
+def warm_bandit_model(tmp_path_factory: pytest.TempPathFactory, bandit_url: str) -> Path:
+    """The tiny model warm-started for 40 steps on a seeded random policy's valid bandit
+    actions (a random tiny model never emits a valid action, so every reward would be the
+    same penalty). ``bandit_url``: any oracle bandit; the oracle is deterministic, so the
+    build does not depend on which one."""
+    from typer.testing import CliRunner
+
+    from kiln_verify.cli import app
+    from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
+
+    def build(model: Path) -> None:
+        root = model.parent
+        out = CliRunner().invoke(
+            app,
+            ["openenv", "rollout", "--environment", bandit_url, "--policy", "random",
+             "--groups", "6", "--group-size", "2", "--max-steps", "1", "--seed-start", "1000",
+             "--no-thinking", "--output", str(root / "boot.rollouts.jsonl"),
+             "--replay-output", str(root / "boot.replay.json"),
+             "--summary-output", str(root / "boot.summary.json")],
+        )  # fmt: skip
+        assert out.exit_code == 0, out.output
+        build_tiny_model(model)
+        warm_start(model, root / "boot.rollouts.jsonl", steps=40)
+
+    return shared_build(tmp_path_factory, "llm-server-warm-bandit-40", build)

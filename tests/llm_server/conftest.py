@@ -70,26 +70,7 @@ def bandit_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def warm_model(tmp_path_factory: pytest.TempPathFactory, bandit_url: str) -> Path:
     """Built once per test session, shared by the modules of every worker (tests/models.py)."""
-    from typer.testing import CliRunner
-
-    from kiln_verify.cli import app
-    from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
-
-    def build(model: Path) -> None:
-        root = model.parent
-        out = CliRunner().invoke(
-            app,
-            ["openenv", "rollout", "--environment", bandit_url, "--policy", "random",
-             "--groups", "6", "--group-size", "2", "--max-steps", "1", "--seed-start", "1000",
-             "--no-thinking", "--output", str(root / "boot.rollouts.jsonl"),
-             "--replay-output", str(root / "boot.replay.json"),
-             "--summary-output", str(root / "boot.summary.json")],
-        )  # fmt: skip
-        assert out.exit_code == 0, out.output
-        build_tiny_model(model)
-        warm_start(model, root / "boot.rollouts.jsonl", steps=40)
-
-    return models.shared_build(tmp_path_factory, "llm-server-warm-bandit-40", build)
+    return models.warm_bandit_model(tmp_path_factory, bandit_url)
 
 
 @pytest.fixture(scope="session")

@@ -28,30 +28,6 @@ from tests import models
 OUTPUT = "bandit-grpo.v1"
 
 
-def warm_bandit_model(tmp_path_factory: pytest.TempPathFactory, bandit_url: str) -> Path:
-    """The tiny model after 40 warm-start steps on a seeded random bandit rollout."""
-    from typer.testing import CliRunner
-
-    from kiln_verify.cli import app
-    from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
-
-    def build(model: Path) -> None:
-        root = model.parent
-        out = CliRunner().invoke(
-            app,
-            ["openenv", "rollout", "--environment", bandit_url, "--policy", "random",
-             "--groups", "6", "--group-size", "2", "--max-steps", "1", "--seed-start", "1000",
-             "--no-thinking", "--output", str(root / "boot.rollouts.jsonl"),
-             "--replay-output", str(root / "boot.replay.json"),
-             "--summary-output", str(root / "boot.summary.json")],
-        )  # fmt: skip
-        assert out.exit_code == 0, out.output
-        build_tiny_model(model)
-        warm_start(model, root / "boot.rollouts.jsonl", steps=40)
-
-    return models.shared_build(tmp_path_factory, "llm-server-warm-bandit-40", build)
-
-
 def train_request(bandit_url: str, **fields: Any) -> dict[str, Any]:
     """The smallest train run that trains: 4 groups of 2 one-step episodes."""
     body: dict[str, Any] = {
@@ -73,7 +49,7 @@ def train_request(bandit_url: str, **fields: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory, bandit: OracleHandle) -> Path:
-    return warm_bandit_model(tmp_path_factory, bandit.base_url)
+    return models.warm_bandit_model(tmp_path_factory, bandit.base_url)
 
 
 @pytest.fixture(scope="module")
