@@ -39,10 +39,7 @@ from kiln_verify.hf.importer import INSTALLED_FILES
 from kiln_verify.records import validate_record
 from kiln_verify.server.runner import ServerHandle, start_in_thread
 from oracle.runner import ServerHandle as OracleHandle
-from tests import models
 from tests.control.support import small_request, wait_terminal
-from tests.hf.export.conftest import ROWS
-from tests.hf.importer.conftest import TRAIN_FLAGS, train
 
 NAME = "sft-v1.a"
 
@@ -93,26 +90,13 @@ KILN_ENTRY = set(
 @pytest.fixture(scope="module")
 def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(tiny model, completed ``sft_01.kiln-hf``): the import tests' shared build."""
-    from kiln_verify.hf.export import export_sft
-    from kiln_verify.hf.export.source import ExportSource
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    pytest.importorskip("trl")
+    from tests.hf.importer.conftest import completed_sft_bundle
 
-    model = models.tiny_model(tmp_path_factory)
-
-    def build(root: Path) -> None:
-        root.mkdir(parents=True)
-        data = root / "messages.jsonl"
-        data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-        outcome = export_sft(
-            ExportSource(model=model),
-            dataset=data,
-            name="sft_01",
-            output=root / "sft_01.kiln-hf.tar.gz",
-        )
-        train(outcome.directory, model)
-
-    key = "hf-import-completed-" + models.digest([ROWS, TRAIN_FLAGS, str(model)])
-    root = models.shared_build(tmp_path_factory, key, build, name="hf_import")
-    return model, root / "sft_01.kiln-hf"
+    built = completed_sft_bundle(tmp_path_factory)
+    return built.model, built.bundle
 
 
 @pytest.fixture(scope="module")

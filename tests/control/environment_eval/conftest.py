@@ -9,7 +9,6 @@ resident model's serving rule.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.sections.model import ModelSettings
 from oracle.runner import ServerConfig as OracleConfig
 from oracle.runner import ServerHandle, start_servers
-from tests import models
 from tests.openenv.collect.options import make_controls
 
 LANE: dict[str, Any] = {
@@ -59,28 +57,10 @@ def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     pytest.importorskip("torch")
     pytest.importorskip("peft")
     pytest.importorskip("trl")
-    from kiln_verify.hf.export import export_sft
-    from kiln_verify.hf.export.source import ExportSource
-    from tests.hf.export.conftest import ROWS
-    from tests.hf.importer.conftest import TRAIN_FLAGS, train
+    from tests.hf.importer.conftest import completed_sft_bundle
 
-    model = models.tiny_model(tmp_path_factory)
-
-    def build(root: Path) -> None:
-        root.mkdir(parents=True)
-        data = root / "messages.jsonl"
-        data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-        outcome = export_sft(
-            ExportSource(model=model),
-            dataset=data,
-            name="sft_01",
-            output=root / "sft_01.kiln-hf.tar.gz",
-        )
-        train(outcome.directory, model)
-
-    key = "hf-import-completed-" + models.digest([ROWS, TRAIN_FLAGS, str(model)])
-    root = models.shared_build(tmp_path_factory, key, build, name="hf_import")
-    return model, root / "sft_01.kiln-hf"
+    built = completed_sft_bundle(tmp_path_factory)
+    return built.model, built.bundle
 
 
 @pytest.fixture(scope="module")

@@ -64,10 +64,10 @@ def train(bundle: Path, model: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
-@pytest.fixture(scope="session")
-def completed(tmp_path_factory: pytest.TempPathFactory) -> Completed:
+def completed_sft_bundle(tmp_path_factory: pytest.TempPathFactory) -> Completed:
     """Exported and trained once per test session, shared by every worker (tests/models.py):
-    three modules of this folder use it and training is the expensive part."""
+    the import tests, the resident-model tests and the evaluation stage's use it, and training
+    is the expensive part."""
     from kiln_verify.hf.export import export_sft
     from kiln_verify.hf.export.source import ExportSource
 
@@ -102,3 +102,8 @@ def tree(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def bundle_copy(tmp_path: Path, completed: Completed) -> Path:
     return Path(shutil.copytree(completed.bundle, tmp_path / "copy" / completed.bundle.name))
+
+
+@pytest.fixture(scope="session")
+def completed(tmp_path_factory: pytest.TempPathFactory) -> Completed:
+    return completed_sft_bundle(tmp_path_factory)
