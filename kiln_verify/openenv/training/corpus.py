@@ -18,8 +18,9 @@ totals consistent                            ``training_data_totals_inconsistent
 
 ``group_plan_sha256`` is SHA-256 over ``kiln.openenv-group-plan.v1`` + NUL, then per group
 an 8-byte big-endian length and the compact JSON of the plan item (keys in Kiln's order,
-``openapi_version``/``discovery_sha256`` written as ``null`` when absent). The
-environments are one entry per distinct base URL, sorted by URL.
+``openapi_version``/``discovery_sha256`` written as ``null`` when absent), computed by the
+one implementation of it, :func:`kiln_verify.openenv.records.serialize.group_plan_sha256`.
+The environments are one entry per distinct base URL, sorted by URL.
 
 :func:`lineage_from_corpus` reads JSONL bytes (the admitted corpus file): the provenance
 and reward rules are checked on the parsed values first, so a corpus with a plain GRPO row
@@ -28,12 +29,11 @@ is ``training_data_not_openenv`` rather than a shape error.
 
 from __future__ import annotations
 
-import hashlib
 import io
 from collections.abc import Iterable
 from typing import Any, Final
 
-from kiln_verify.core.jsonio import dumps_compact, iter_jsonl, iter_lines
+from kiln_verify.core.jsonio import iter_jsonl, iter_lines
 from kiln_verify.errors import (
     TrainingDataBehaviorPolicyMixed,
     TrainingDataEmpty,
@@ -44,6 +44,7 @@ from kiln_verify.errors import (
 )
 from kiln_verify.limits import MAX_OPENENV_DATASET_BYTES
 from kiln_verify.openenv.records.rollout import AgenticGroup, OpenEnvRolloutProvenance
+from kiln_verify.openenv.records.serialize import group_plan_sha256
 from kiln_verify.openenv.training.lineage import (
     TRAINING_DATA_SCHEMA,
     OpenEnvTerminationCountsV1,
@@ -54,15 +55,10 @@ from kiln_verify.openenv.training.lineage import (
 from kiln_verify.records import BehaviorPolicyIdentity, bits_equal, validate_record
 
 __all__ = [
-    "GROUP_PLAN_ITEM_SCHEMA",
-    "GROUP_PLAN_MAGIC",
-    "group_plan_item",
     "lineage_from_corpus",
     "lineage_from_groups",
 ]
 
-GROUP_PLAN_MAGIC: Final = b"kiln.openenv-group-plan.v1\x00"
-GROUP_PLAN_ITEM_SCHEMA: Final = "kiln.openenv-group-plan-item.v1"
 _TASK_FIELDS: Final = (
     "environment_name",
     "environment_base_url",
@@ -77,23 +73,11 @@ _ENDPOINT_FIELDS: Final = _TASK_FIELDS[:6]
 _UNSET: Final = object()
 
 
-def group_plan_item(group_index: int, first: OpenEnvRolloutProvenance, rollouts: int) -> bytes:
-    """The compact JSON of one ``kiln.openenv-group-plan-item.v1`` (``group_index`` 1-based)."""
-    return dumps_compact(
-        {
-            "schema": GROUP_PLAN_ITEM_SCHEMA,
-            "group_index": group_index,
-            "environment_name": first.environment_name,
-            "environment_base_url": first.environment_base_url,
-            "openapi_version": first.openapi_version,
-            "discovery_sha256": first.discovery_sha256,
-            "environment_schema_sha256": first.environment_schema_sha256,
-            "action_schema_sha256": first.action_schema_sha256,
-            "reset_sha256": first.reset_sha256,
-            "seed": first.seed,
-            "rollouts": rollouts,
-        }
-    )
+def _plan_item(group_index: int, first: OpenEnvRolloutProvenance, rollouts: int) -> dict[str, Any]:
+    """One group's item of the plan :func:`group_plan_sha256` hashes (``group_index`` 1-based)."""
+    item: dict[str, Any] = {name: getattr(first, name) for name in _TASK_FIELDS}
+    item.update(group_index=group_index, rollouts=rollouts)
+    return item
 
 
 class _Environment:
@@ -126,7 +110,7 @@ def _same(left: OpenEnvRolloutProvenance, right: OpenEnvRolloutProvenance, field
 
 def lineage_from_groups(groups: Iterable[AgenticGroup]) -> OpenEnvTrainingDataProvenanceV1:
     """The lineage of ``groups`` (the selected corpus, in order); see the module rules."""
-    plan = hashlib.sha256(GROUP_PLAN_MAGIC)
+    plan: list[dict[str, Any]] = []
     environments: dict[str, _Environment] = {}
     behavior: BehaviorPolicyIdentity | object | None = _UNSET
     seeds: set[int] = set()
@@ -162,9 +146,7 @@ def lineage_from_groups(groups: Iterable[AgenticGroup]) -> OpenEnvTrainingDataPr
         for completion in group.completions:
             entry.steps += completion.openenv.steps
             entry.terminations = entry.terminations.counted(completion.openenv.termination)
-        item = group_plan_item(count, first, len(group.completions))
-        plan.update(len(item).to_bytes(8, "big"))
-        plan.update(item)
+        plan.append(_plan_item(count, first, len(group.completions)))
         rollouts += len(group.completions)
         seeds.add(first.seed)
     if count == 0:
@@ -178,7 +160,7 @@ def lineage_from_groups(groups: Iterable[AgenticGroup]) -> OpenEnvTrainingDataPr
         seed_max=str(max(seeds)),
         total_steps=steps,
         terminations=terminations,
-        group_plan_sha256="sha256:" + plan.hexdigest(),
+        group_plan_sha256=str(group_plan_sha256(plan)),
         behavior_policy=behavior if isinstance(behavior, BehaviorPolicyIdentity) else None,
         environments=[environments[url].record() for url in sorted(environments)],
     )
