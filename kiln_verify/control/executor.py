@@ -27,12 +27,13 @@ shutdown records nothing, so the next start fails it with ``run_interrupted``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kiln_verify.control import failures
 from kiln_verify.control.admission import check_run_request
-from kiln_verify.control.kind import ArtifactFile
+from kiln_verify.control.kind import ArtifactFile, ArtifactTable
 from kiln_verify.control.registry import CANCELLED_WHILE_ACTIVE, RunRegistry
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.status import FailureStage, RunArtifact, RunProgress
@@ -57,13 +58,15 @@ from kiln_verify.openenv.collect import (
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
-from kiln_verify.openenv.records.summary import RolloutStats
+from kiln_verify.openenv.records.summary import RolloutStats, RolloutSummary
 
 __all__ = [
     "ARTIFACTS",
     "Published",
     "artifact_url",
+    "bind_bundle",
     "execute_run",
+    "manifest_entries",
     "publish_collection",
     "rollout_progress",
 ]
@@ -114,23 +117,41 @@ def publish_collection(collection: Collection, run_dir: Path, run_id: str) -> Pu
         ],
         wording=OUTPUT,
     )
-    record = bundle.record
+    return bind_bundle(bundle.record, run_dir, run_id)
+
+
+def bind_bundle(record: RolloutSummary, run_dir: Path, run_id: str) -> Published:
+    """The rollout manifest of a bundle just published in ``run_dir``: each file hashed as
+    it lies there, the dataset and the replay required to be what the summary binds."""
     bound = {
-        "dataset": (record.dataset_sha256, record.dataset_bytes),
-        "replay": (record.replay_sha256, record.replay_bytes),
+        "dataset": (str(record.dataset_sha256), record.dataset_bytes),
+        "replay": (str(record.replay_sha256), record.replay_bytes),
     }
-    artifacts: list[RunArtifact] = []
-    for kind, entry in ARTIFACTS.items():
-        name = entry.name
-        digest = hash_file(run_dir / name, max_bytes=entry.max_bytes)
-        if kind in bound and (str(digest.sha256), digest.size_bytes) != (
-            str(bound[kind][0]),
-            bound[kind][1],
-        ):
+    return Published(
+        manifest_entries(run_dir, run_id, ARTIFACTS, bound),
+        record.stats,
+        [inspection.identity for inspection in record.environments],
+        record.rollout_count,
+    )
+
+
+def manifest_entries(
+    run_dir: Path,
+    run_id: str,
+    table: ArtifactTable,
+    bound: Mapping[str, tuple[str, int]] | None = None,
+) -> list[RunArtifact]:
+    """One manifest entry per artifact of ``table``, hashed from its file in ``run_dir``;
+    a kind in ``bound`` must have exactly that (digest, size), else ``PublishFailed``."""
+    entries: list[RunArtifact] = []
+    for kind, entry in table.items():
+        digest = hash_file(run_dir / entry.name, max_bytes=entry.max_bytes)
+        if kind in (bound or {}) and (str(digest.sha256), digest.size_bytes) != (bound or {})[kind]:
             raise PublishFailed(
-                f"the published {kind} differs from what the summary binds", path=run_dir / name
+                f"the published {kind} differs from what the summary binds",
+                path=run_dir / entry.name,
             )
-        artifacts.append(
+        entries.append(
             RunArtifact(
                 kind=kind,  # type: ignore[arg-type]
                 url=artifact_url(run_id, kind),
@@ -138,13 +159,7 @@ def publish_collection(collection: Collection, run_dir: Path, run_id: str) -> Pu
                 bytes=digest.size_bytes,
             )
         )
-    return Published(
-        artifacts,
-        record.stats,
-        [inspection.identity for inspection in record.environments],
-        record.rollout_count,
-    )
-
+    return entries
 
 _STATES: dict[str, FailureStage] = {
     "discovering": "discovery",

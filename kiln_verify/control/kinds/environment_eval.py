@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kiln_verify.control.executor import artifact_url, publish_collection
+from kiln_verify.control.executor import manifest_entries, publish_collection
 from kiln_verify.control.kinds.evaluation_job import (
     EVALUATION_ARTIFACTS,
     SIDES,
@@ -50,7 +50,6 @@ from kiln_verify.control.kinds.evaluation_status import OpenEnvEnvironmentEvalSt
 from kiln_verify.control.layout import ARTIFACT_PATHS
 from kiln_verify.control.metrics import ControlMetrics
 from kiln_verify.control.status import RunArtifact
-from kiln_verify.core.digest import hash_file
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.collect import ProgressEvent, collect
 from kiln_verify.openenv.evaluate import (
@@ -111,18 +110,7 @@ class _Hook:
 
 
 def _manifest(run_dir: Path, run_id: str) -> list[RunArtifact]:
-    entries = []
-    for kind, file in EVALUATION_ARTIFACTS.items():
-        digest = hash_file(run_dir / file.name, max_bytes=file.max_bytes)
-        entries.append(
-            RunArtifact(
-                kind=kind,  # type: ignore[arg-type]
-                url=artifact_url(run_id, kind),
-                sha256=str(digest.sha256),
-                bytes=digest.size_bytes,
-            )
-        )
-    return entries
+    return manifest_entries(run_dir, run_id, EVALUATION_ARTIFACTS)
 
 
 async def _collect_side(job: EvaluationJob, side: str, policy: Policy, hook: _Hook) -> RolloutStats:

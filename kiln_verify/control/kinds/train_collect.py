@@ -22,11 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiln_verify.control.executor import ARTIFACTS, Published, artifact_url
+from kiln_verify.control.executor import ARTIFACTS, Published, bind_bundle
 from kiln_verify.control.request import BASE_ADAPTER
-from kiln_verify.control.status import RunArtifact
 from kiln_verify.control.training.records import OpenEnvTrainingContract
-from kiln_verify.core.digest import hash_file
 from kiln_verify.core.publisher import OUTPUT, publish_files
 from kiln_verify.errors import PolicyAdapterInvalid, PublishFailed
 from kiln_verify.openenv.collect import Collection, CollectionControls, build_bundle, collect
@@ -180,34 +178,5 @@ def publish_train_bundle(
         corpus.parent.mkdir(exist_ok=True)
         files.append((corpus, grpo))
     publish_files(files, wording=OUTPUT)
-    record = bundle.record
-    bound = {
-        "dataset": (record.dataset_sha256, record.dataset_bytes),
-        "replay": (record.replay_sha256, record.replay_bytes),
-    }
-    artifacts: list[RunArtifact] = []
-    for kind, entry in ARTIFACTS.items():
-        digest = hash_file(run_dir / entry.name, max_bytes=entry.max_bytes)
-        if kind in bound and (str(digest.sha256), digest.size_bytes) != (
-            str(bound[kind][0]),
-            bound[kind][1],
-        ):
-            raise PublishFailed(
-                f"the published {kind} differs from what the summary binds",
-                path=run_dir / entry.name,
-            )
-        artifacts.append(
-            RunArtifact(
-                kind=kind,  # type: ignore[arg-type]
-                url=artifact_url(run_id, kind),
-                sha256=str(digest.sha256),
-                bytes=digest.size_bytes,
-            )
-        )
-    published = Published(
-        artifacts,
-        record.stats,
-        [inspection.identity for inspection in record.environments],
-        record.rollout_count,
-    )
+    published = bind_bundle(bundle.record, run_dir, run_id)
     return TrainBundle(published, selection, grpo)
