@@ -7,7 +7,12 @@ false``) and which properties hold another listed record. Read from ericflo/kiln
 - ``contracts/kiln-openenv-v1.schema.json`` and ``contracts/kiln-control-plane-v1.schema.json``
   at commit 7b449586b9daf45128768ae5466787ac585f53b2, the newest revision found
   (``kiln.openenv-rollout-summary.v5`` with ``thinking_budget_tokens`` and
-  ``training_selection``; ``kiln.openenv-run.v5`` / ``kiln.openenv-run-list.v5``);
+  ``training_selection``; ``kiln.openenv-run.v5`` / ``kiln.openenv-run-list.v5``). The
+  other stored control-plane revision, f4922d28a9a05836304f2a8610684a09d6d04ab5, is older:
+  a strict subset of this one (run status v1..v4 and ``kiln.openenv-run-list.v4``, no
+  preflight, ``training_contract``, ``failure``, ``rollout_stats``, ``warnings``,
+  ``training.training_data``, evaluation ``baseline_stats``/``candidate_stats``,
+  ``train_receipt``/``adapter_manifest`` artifact kinds or ``revalidating`` state);
 - ``contracts/kiln-inference-v1.schema.json`` at 0072a9638671a856d7f8ebb88d948c7a02cc78af
   (the behaviour-policy identity and ``kiln.rollout-provenance.v1``);
 - ``contracts/kiln-artifacts-v1.schema.json`` at 40b8a45e3cbc5a919205d174949703873dc3f2ce
@@ -39,6 +44,8 @@ class Kiln:
     children: dict[str, str] = field(default_factory=dict)
     """property -> the listed record it holds (an object, or each item of an array)."""
     source: str = "schema"
+    enums: dict[str, str] = field(default_factory=dict)
+    """property -> the :data:`KILN_ENUMS` list its value is one of."""
 
 
 def _k(
@@ -48,12 +55,54 @@ def _k(
     closed: bool = True,
     children: dict[str, str] | None = None,
     source: str = "schema",
+    enums: dict[str, str] | None = None,
 ) -> Kiln:
     """``allowed`` lists every property; ``optional`` the ones not required."""
     names = frozenset(allowed.split())
     loose = frozenset(optional.split())
     assert loose <= names, loose - names
-    return Kiln(names, names - loose, closed, children or {}, source)
+    assert set(enums or {}) <= names
+    return Kiln(names, names - loose, closed, children or {}, source, enums or {})
+
+
+def _e(values: str) -> tuple[str, ...]:
+    return tuple(values.split())
+
+
+KILN_ENUMS: Final[dict[str, tuple[str, ...]]] = {
+    # --- kiln-control-plane-v1.schema.json @7b449586, in Kiln's order ---------------------
+    "OpenEnvRunKind": _e("rollout train"),
+    "OpenEnvRunState": _e(
+        "queued discovering collecting revalidating submitting rollout_ready training_queued "
+        "training_running post_evaluating environment_evaluating completed failed cancelled"
+    ),
+    "OpenEnvRunFailureCode": _e(
+        "run_admission_failed run_interrupted persisted_contract_invalid environment_unavailable "
+        "environment_capacity_exhausted environment_protocol_error environment_identity_changed "
+        "collection_failed artifact_publication_failed training_submission_failed "
+        "training_failed training_evidence_invalid post_evaluation_failed "
+        "environment_evaluation_failed internal_error"
+    ),
+    "OpenEnvRunFailureStage": _e(
+        "restoration admission discovery collection identity_verification artifact_publication "
+        "training_submission training post_evaluation environment_evaluation orchestration"
+    ),
+    "OpenEnvArtifact.kind": _e(
+        "dataset replay summary train_receipt adapter_manifest "
+        "environment_eval_baseline_dataset environment_eval_baseline_replay "
+        "environment_eval_baseline_summary environment_eval_candidate_dataset "
+        "environment_eval_candidate_replay environment_eval_candidate_summary "
+        "environment_eval_receipt"
+    ),
+    "TrainingState": _e("queued running completed failed"),
+    "OpenEnvTrainingStatus.gate_outcome": _e("promoted kept regression demoted inconclusive error"),
+    "OpenEnvEnvironmentEvalState": _e(
+        "pending collecting_baseline collecting_candidate completed failed cancelled"
+    ),
+    "OpenEnvEnvironmentEvalOutcome": _e("diagnostic promoted kept rejected inconclusive error"),
+    "OpenEnvEnvironmentEvalDecision": _e("diagnostic passed rejected inconclusive"),
+}
+"""Kiln's closed value lists for the properties of the records we write that have one."""
 
 
 _IDENTITY = (
@@ -273,8 +322,70 @@ KILN: Final[dict[str, Kiln]] = {
             "environments": "OpenEnvIdentity",
             "artifacts": "OpenEnvArtifact",
             "training_contract": "OpenEnvTrainingContract",
+            "training": "OpenEnvTrainingStatus",
+            "environment_evaluation": "OpenEnvEnvironmentEvalStatus",
             "failure": "OpenEnvRunFailure",
         },
+        enums={"kind": "OpenEnvRunKind", "state": "OpenEnvRunState"},
+    ),
+    "OpenEnvTrainingStatus": _k(
+        "job_id state progress current_loss epoch adapter_path training_data "
+        "linked_eval_job_ids post_eval_verdict gate_outcome error",
+        "current_loss epoch adapter_path training_data linked_eval_job_ids post_eval_verdict "
+        "gate_outcome error",
+        children={"training_data": "TrainingDataProvenance"},
+        enums={"state": "TrainingState", "gate_outcome": "OpenEnvTrainingStatus.gate_outcome"},
+    ),
+    "TrainingDataProvenance": _k(
+        "source dataset split dataset_corpus_sha256 split_manifest_sha256 "
+        "admitted_corpus_sha256 rows openenv",
+        "dataset split dataset_corpus_sha256 split_manifest_sha256 openenv",
+        children={"openenv": "OpenEnvTrainingDataProvenanceV1"},
+    ),
+    "OpenEnvTrainingDataProvenanceV1": _k(
+        "schema groups rollouts unique_seeds seed_min seed_max total_steps terminations "
+        "group_plan_sha256 behavior_policy environments",
+        "behavior_policy",
+        children={
+            "terminations": "OpenEnvTerminationCountsV1",
+            "behavior_policy": "RolloutBehaviorPolicyIdentityV1",
+            "environments": "OpenEnvTrainingEnvironmentV1",
+        },
+    ),
+    "OpenEnvTrainingEnvironmentV1": _k(
+        "environment_name environment_base_url openapi_version discovery_sha256 "
+        "environment_schema_sha256 action_schema_sha256 groups rollouts total_steps terminations",
+        "openapi_version discovery_sha256",
+        children={"terminations": "OpenEnvTerminationCountsV1"},
+    ),
+    "OpenEnvTerminationCountsV1": _k("done max_steps invalid_model_action protocol_error"),
+    "OpenEnvEnvironmentEvalStatus": _k(
+        "state seed_start groups group_size baseline candidate progress baseline_stats "
+        "candidate_stats evidence outcome verdict",
+        "baseline_stats candidate_stats evidence outcome verdict",
+        children={
+            "baseline": "OpenEnvPolicyIdentity",
+            "candidate": "OpenEnvPolicyIdentity",
+            "progress": "OpenEnvEnvironmentEvalProgress",
+            "baseline_stats": "OpenEnvRolloutStats",
+            "candidate_stats": "OpenEnvRolloutStats",
+            "evidence": "OpenEnvEnvironmentEvalEvidence",
+        },
+        enums={"state": "OpenEnvEnvironmentEvalState", "outcome": "OpenEnvEnvironmentEvalOutcome"},
+    ),
+    "OpenEnvEnvironmentEvalProgress": _k(
+        "state groups_completed groups_total rollouts_completed rollouts_total",
+        enums={"state": "OpenEnvEnvironmentEvalState"},
+    ),
+    "OpenEnvPolicyIdentity": _k(
+        "adapter adapter_content_revision execution_provenance_sha256",
+        "adapter adapter_content_revision execution_provenance_sha256",
+    ),
+    "OpenEnvEnvironmentEvalEvidence": _k(
+        "policy_version paired_groups paired_episodes minimum_paired_groups baseline_mean_return "
+        "candidate_mean_return mean_return_improvement improved_groups regressed_groups "
+        "tied_groups exact_sign_test_p_value exact_sign_test_alpha decision reason",
+        enums={"decision": "OpenEnvEnvironmentEvalDecision"},
     ),
     "OpenEnvRunList": _k("schema runs", children={"runs": "OpenEnvRunStatus"}),
     "OpenEnvRunRequest": _k(
@@ -302,10 +413,11 @@ KILN: Final[dict[str, Kiln]] = {
         children={"metadata": "OpenEnvMetadata"},
     ),
     "OpenEnvMetadata": _k(_METADATA, "readme_content version author documentation_url"),
-    "OpenEnvArtifact": _k("kind url sha256 bytes"),
+    "OpenEnvArtifact": _k("kind url sha256 bytes", enums={"kind": "OpenEnvArtifact.kind"}),
     "OpenEnvRunFailure": _k(
         "schema code stage retryable message hint occurred_unix_ms protocol_code http_status",
         "protocol_code http_status",
+        enums={"code": "OpenEnvRunFailureCode", "stage": "OpenEnvRunFailureStage"},
     ),
     "OpenEnvInspectResponse": _k(
         "schema environments", children={"environments": "OpenEnvInspection"}
@@ -470,6 +582,9 @@ def differences(name: str, value: object, path: str = "$") -> list[str]:
         found.append(f"{path}: {name} has no {sorted(keys - kiln.allowed)}")
     if kiln.required - keys:
         found.append(f"{path}: {name} requires {sorted(kiln.required - keys)}")
+    for key, enum in kiln.enums.items():
+        if key in value and value[key] not in KILN_ENUMS[enum]:
+            found.append(f"{path}.{key}: {value[key]!r} is not one of Kiln's {enum}")
     for key, child in kiln.children.items():
         if key not in value:
             continue

@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.control import status as control
-from kiln_verify.control.request import OpenEnvRunRequest
+from kiln_verify.control.kinds import evaluation_status, train_records
+from kiln_verify.control.request import OpenEnvRunRequest, RunKind
 from kiln_verify.errors import TaskApiInvalid
 from kiln_verify.hf.manifest import export, grpo, import_receipt, provenance, result, sft, shards
 from kiln_verify.hf.manifest.fields import FileIdentity
@@ -42,13 +43,14 @@ from kiln_verify.openenv.records import (
     summary,
 )
 from kiln_verify.openenv.records.serialize import report_bytes
+from kiln_verify.openenv.training import lineage
 from kiln_verify.openenv.verify import verify_bundle
 from kiln_verify.records import Record
 from kiln_verify.records.policy import AdapterIdentity, BehaviorPolicyIdentity
 from oracle.runner import ServerHandle
 from tests.control.support import control_server, run_to_end, small_request
 from tests.hf import fixtures as hf
-from tests.openenv.records.kiln_published import KILN, KILN_COMMIT, differences
+from tests.openenv.records.kiln_published import KILN, KILN_COMMIT, KILN_ENUMS, differences
 from tests.openenv.replay.conftest import Start, collect_bundle
 
 VAR = "KILN_PUBLISHED_TEST_TOKEN"
@@ -94,6 +96,15 @@ MODELS: list[tuple[type[Record], str]] = [
     (control.RunProgress, "OpenEnvRunProgress"),
     (control.RunArtifact, "OpenEnvArtifact"),
     (control.RunFailure, "OpenEnvRunFailure"),
+    (train_records.OpenEnvTrainingStatus, "OpenEnvTrainingStatus"),
+    (train_records.TrainingDataProvenance, "TrainingDataProvenance"),
+    (lineage.OpenEnvTrainingDataProvenanceV1, "OpenEnvTrainingDataProvenanceV1"),
+    (lineage.OpenEnvTrainingEnvironmentV1, "OpenEnvTrainingEnvironmentV1"),
+    (lineage.OpenEnvTerminationCountsV1, "OpenEnvTerminationCountsV1"),
+    (evaluation_status.OpenEnvEnvironmentEvalStatus, "OpenEnvEnvironmentEvalStatus"),
+    (evaluation_status.OpenEnvEnvironmentEvalProgress, "OpenEnvEnvironmentEvalProgress"),
+    (evaluation.PolicyIdentity, "OpenEnvPolicyIdentity"),
+    (evaluation.EnvironmentEvalEvidence, "OpenEnvEnvironmentEvalEvidence"),
     (control.InspectResponse, "OpenEnvInspectResponse"),
     (control.TaskCatalogResponse, "OpenEnvTaskCatalogResponse"),
     (control.TaskCatalogEntry, "OpenEnvTaskCatalogEntry"),
@@ -156,6 +167,30 @@ def test_every_field_a_model_can_write_is_one_kiln_s_record_has(
     assert kiln.required <= _names(model), f"{model.__name__} lacks {kiln.required - _names(model)}"
 
 
+def _values(literal: Any) -> tuple[str, ...]:
+    return tuple(literal.__args__)
+
+
+#: Our closed value lists -> Kiln's: the same values in Kiln's order, none added or missing.
+ENUMS: list[tuple[tuple[str, ...], str]] = [
+    (_values(RunKind), "OpenEnvRunKind"),
+    (control.RUN_STATES, "OpenEnvRunState"),
+    (control.FAILURE_CODES, "OpenEnvRunFailureCode"),
+    (control.FAILURE_STAGES, "OpenEnvRunFailureStage"),
+    (control.ARTIFACT_KINDS, "OpenEnvArtifact.kind"),
+    (_values(train_records.TrainingState), "TrainingState"),
+    (_values(train_records.GateOutcome), "OpenEnvTrainingStatus.gate_outcome"),
+    (evaluation_status.EVALUATION_STATES, "OpenEnvEnvironmentEvalState"),
+    (_values(evaluation.EvaluationOutcome), "OpenEnvEnvironmentEvalOutcome"),
+    (_values(evaluation.EvaluationDecision), "OpenEnvEnvironmentEvalDecision"),
+]
+
+
+@pytest.mark.parametrize(("ours", "name"), ENUMS, ids=[name for _, name in ENUMS])
+def test_every_closed_value_list_is_kiln_s(ours: tuple[str, ...], name: str) -> None:
+    assert ours == KILN_ENUMS[name]
+
+
 def test_the_checker_catches_an_added_and_a_missing_field() -> None:
     report = dict.fromkeys(KILN["ReplayRunReport"].allowed, 0)
     assert differences("ReplayRunReport", report) == []
@@ -165,6 +200,10 @@ def test_the_checker_catches_an_added_and_a_missing_field() -> None:
     del report["capacity_retries"]
     assert differences("ReplayRunReport", report) == [
         "$: ReplayRunReport requires ['capacity_retries']"
+    ]
+    artifact = {"kind": "checkpoint", "url": "u", "sha256": DIGEST, "bytes": 1}
+    assert differences("OpenEnvArtifact", artifact) == [
+        "$.kind: 'checkpoint' is not one of Kiln's OpenEnvArtifact.kind"
     ]
     nested = {"report": None}
     assert differences("OpenEnvRunList", {"schema": "s", "runs": [nested]})[0].startswith(
