@@ -39,24 +39,9 @@ from oracle.runner import ServerHandle
 from tests.control.environment_eval.conftest import job_for, train_request
 from tests.openenv.collect.options import make_controls
 from tests.openenv.evaluate.conftest import best, worst
+from tests.openenv.records.kiln_published import KILN, differences
 
 GATE = {"groups": 20, "seed_start": 1000, "gate": {"min_mean_improvement": 0.0}}
-# Kiln's OpenEnvEnvironmentEvalStatus (control-plane schema @7b449586): closed
-KILN_SECTION = {
-    "state",
-    "seed_start",
-    "groups",
-    "group_size",
-    "baseline",
-    "candidate",
-    "progress",
-    "baseline_stats",
-    "candidate_stats",
-    "evidence",
-    "outcome",
-    "verdict",
-}
-KILN_REQUIRED = {"state", "seed_start", "groups", "group_size", "baseline", "candidate", "progress"}
 
 
 class Recorder:
@@ -74,7 +59,7 @@ class Recorder:
             self._promote()
 
     def run(self, job: EvaluationJob, baseline: Policy, candidate: Policy) -> EvaluationResult:
-        return asyncio.run(
+        result = asyncio.run(
             evaluate_candidate(
                 job,
                 baseline,
@@ -84,6 +69,10 @@ class Recorder:
                 metrics=self.metrics,
             )
         )
+        # every section the stage reported, and its last, is Kiln's closed record
+        for section in [*self.sections, result.section]:
+            assert differences("OpenEnvEnvironmentEvalStatus", section.to_json()) == []
+        return result
 
     @property
     def states(self) -> list[str]:
@@ -139,10 +128,10 @@ def test_a_better_candidate_is_promoted_then_served(
     body = json.loads(receipt)
     assert (body["outcome"], body["run_id"], body["seed_start"]) == ("promoted", "run-eval-1", 1000)
 
-    # the status section: Kiln's closed field set, every required key, the final identities
+    # the status section: Kiln's closed record with every field set, the final identities
     section = result.section.to_json()
-    assert KILN_REQUIRED <= set(section) <= KILN_SECTION
-    assert set(section) == KILN_SECTION
+    assert differences("OpenEnvEnvironmentEvalStatus", section) == []
+    assert set(section) == KILN["OpenEnvEnvironmentEvalStatus"].allowed
     assert section["progress"] == {
         "state": "completed",
         "groups_completed": 20,

@@ -35,6 +35,7 @@ from kiln_verify.openenv.training.lineage import read_training_data
 from kiln_verify.openenv.training.selection import select_for_training
 from oracle.runner import ServerHandle as OracleHandle
 from tests.control.support import wait_terminal
+from tests.openenv.records.kiln_published import differences
 
 from .conftest import OUTPUT, train_request
 
@@ -72,6 +73,7 @@ def test_a_train_run_completes_installs_and_keeps_its_evidence(
     run_id = _start(http, train_request(bandit.base_url))
     status = wait_terminal(http, run_id, timeout=600)
     assert status["state"] == "completed", status.get("failure")
+    assert differences("OpenEnvRunStatus", status) == []  # training and its lineage too
     installed = adapters_root(config) / OUTPUT
     assert installed.is_dir()
 
@@ -139,6 +141,7 @@ def test_a_train_run_completes_installs_and_keeps_its_evidence(
 def _failed(http: httpx.Client, run_id: str, config: ServerConfig, output: str) -> dict[str, Any]:
     status = wait_terminal(http, run_id, timeout=600)
     assert status["state"] == "failed", status
+    assert differences("OpenEnvRunStatus", status) == []  # training and failure too
     assert status["training"]["state"] == "failed"
     assert status["training"]["error"] == status["failure"]["message"] == status["error"]
     assert [a["kind"] for a in status["artifacts"]] == BUNDLE  # no evidence bound
@@ -227,6 +230,7 @@ def test_cancelling_during_training_stops_the_trainer(
     assert _running(f"sleep\0{marker}")
     status = http.delete(f"/v1/openenv/runs/{run_id}").json()
     assert status["state"] == "cancelled"
+    assert differences("OpenEnvRunStatus", status) == []
     assert status["training"]["state"] == "failed"  # Kiln's TrainingState has no cancelled
     assert "cancelled" in status["training"]["error"]
     assert not _running(f"sleep\0{marker}")

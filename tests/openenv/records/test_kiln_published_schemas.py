@@ -205,6 +205,11 @@ def test_the_checker_catches_an_added_and_a_missing_field() -> None:
     assert differences("OpenEnvArtifact", artifact) == [
         "$.kind: 'checkpoint' is not one of Kiln's OpenEnvArtifact.kind"
     ]
+    training = {"job_id": "grpo-1", "state": "cancelled", "progress": 0.0, "loss": 1.0}
+    assert differences("OpenEnvRunStatus", {"training": training})[-2:] == [
+        "$.training: OpenEnvTrainingStatus has no ['loss']",
+        "$.training.state: 'cancelled' is not one of Kiln's TrainingState",
+    ]
     nested = {"report": None}
     assert differences("OpenEnvRunList", {"schema": "s", "runs": [nested]})[0].startswith(
         "$.runs[0]: OpenEnvRunStatus has no ['report']"
