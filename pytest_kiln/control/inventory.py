@@ -144,4 +144,22 @@ CONTROL_CASES: tuple[ControlCase, ...] = (
         "creates no run",
         training.check_preflight_refusals,
     ),
+    ControlCase(
+        "training.rollout-refuses-training-fields",
+        Level.MUST,
+        _clause("Run kinds"),
+        "a rollout request with output_adapter, training_config or environment_eval answers "
+        "400 openenv_invalid_request and creates no run",
+        training.check_rollout_refuses_training_fields,
+    ),
+    ControlCase(
+        "training.train-run",
+        Level.MUST,
+        _clause("Run kinds"),
+        "a small kind=train run seals kiln.openenv-training-contract.v1 in its first status "
+        "and completes with it unchanged; when it trains, train_receipt and adapter_manifest "
+        "are published and training.training_data.openenv carries the lineage (not "
+        "applicable on a server that answers 409 model_not_loaded)",
+        training.check_train_run,
+    ),
 )

@@ -16,7 +16,13 @@ import httpx
 from pytest_kiln.cases.model import CheckFailed, NotApplicable
 from pytest_kiln.control.context import ControlContext
 
-__all__ = ["PREFLIGHT", "check_preflight_receipt", "check_preflight_refusals"]
+__all__ = [
+    "PREFLIGHT",
+    "check_preflight_receipt",
+    "check_preflight_refusals",
+    "check_rollout_refuses_training_fields",
+    "check_train_run",
+]
 
 PREFLIGHT: Final = "/v1/openenv/training/preflight"
 RECEIPT_SCHEMA: Final = "kiln.openenv-training-preflight.v1"
@@ -131,3 +137,76 @@ def check_preflight_refusals(ctx: ControlContext) -> str:
         )
     _expect(_run_count(ctx) == before, "a refused preflight created a run")
     return f"{len(refusals)} refusals, no run created"
+
+
+def check_rollout_refuses_training_fields(ctx: ControlContext) -> str:
+    before = _run_count(ctx)
+    for field, value in (
+        ("output_adapter", _adapter_name()),
+        ("training_config", {"lora_rank": 2}),
+        ("environment_eval", {"groups": 20}),
+    ):
+        response = ctx.http.post("/v1/openenv/runs", json=ctx.request(**{field: value}))
+        _expect(
+            response.status_code == 400 and ctx.error_code(response) == "openenv_invalid_request",
+            f"a rollout request with {field} answered {response.status_code} "
+            f"{ctx.error_code(response)!r}, not 400 openenv_invalid_request",
+        )
+    _expect(_run_count(ctx) == before, "a refused rollout request created a run")
+    return "3 training fields refused"
+
+
+#: The train run a case starts: the smallest that collects, one step per episode, short
+#: replies (a model that cannot act yet still completes: §5.7 then selects nothing).
+TRAIN_RUN: Final = {
+    "groups": 2,
+    "group_size": 2,
+    "max_steps": 1,
+    "max_action_tokens": 8,
+    "thinking": False,
+    "concurrency": 1,
+    "training_config": {"lora_rank": 2},
+}
+TRAIN_RUN_TIMEOUT_S: Final = 300.0
+TRAINING_ARTIFACTS: Final = ("train_receipt", "adapter_manifest")
+
+
+def check_train_run(ctx: ControlContext) -> str:
+    output = _adapter_name()
+    body = ctx.request(kind="train", output_adapter=output, **TRAIN_RUN)
+    response = ctx.http.post("/v1/openenv/runs", json=body)
+    if response.status_code == 409 and ctx.error_code(response) == "model_not_loaded":
+        raise NotApplicable("the server holds no resident model (409 model_not_loaded)")
+    _expect(response.status_code == 202, f"a train run answered {response.status_code}")
+    run = ctx.json(response)
+    _expect(run.get("kind") == "train", f"the run's kind is {run.get('kind')!r}")
+    contract = run.get("training_contract")
+    _expect(isinstance(contract, dict), "a train run's first status carries no training_contract")
+    _expect(
+        contract.get("schema") == "kiln.openenv-training-contract.v1",
+        f"training_contract schema {contract.get('schema')!r}",
+    )
+    _expect(
+        contract.get("effective_config", {}).get("output_name") == output,
+        "the sealed contract's output_name is not the output adapter",
+    )
+    status = ctx.wait_terminal(run["run_id"], timeout=TRAIN_RUN_TIMEOUT_S)
+    _expect(status.get("state") == "completed", f"the train run ended {status.get('state')}")
+    _expect(status.get("training_contract") == contract, "the sealed contract changed")
+    kinds = [item.get("kind") for item in status.get("artifacts") or []]
+    _expect(kinds[:3] == ["dataset", "replay", "summary"], f"artifacts {kinds}")
+    training = status.get("training")
+    if training is None:  # §5.7 kept no group: no trainer, and a warning says so
+        _expect(bool(status.get("warnings")), "no trainer ran and no warning says why")
+        _expect(not set(TRAINING_ARTIFACTS) & set(kinds), "evidence without a trainer")
+        return "completed; selection kept no group, no trainer"
+    _expect(training.get("state") == "completed", f"training ended {training.get('state')}")
+    for kind in TRAINING_ARTIFACTS:
+        _expect(kind in kinds, f"a trained run publishes no {kind}")
+    lineage = (training.get("training_data") or {}).get("openenv")
+    _expect(isinstance(lineage, dict), "training.training_data.openenv carries no lineage")
+    _expect(
+        str(lineage.get("group_plan_sha256", "")).startswith("sha256:"),
+        "the lineage has no group_plan_sha256",
+    )
+    return f"completed; trained, {len(kinds)} artifacts"
