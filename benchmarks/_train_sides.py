@@ -243,6 +243,7 @@ def hand_run(
         [*kv, "hf", "import-peft", "--bundle", str(bundle), "--name", OUTPUT,
          "--model", str(model), "--registry", str(registry)]
     )  # fmt: skip
+    stages["import"] = (verified[0] + imported[0], verified[1] + imported[1])
     stages["evaluation"] = _timed(
         [*kv, "openenv", "evaluate", *lane, "--groups", str(args.eval_groups),
          "--group-size", "1", "--seed-start", str(args.groups),
@@ -251,7 +252,6 @@ def hand_run(
          "--candidate-policy-option", f"adapter_dir={registry / OUTPUT}",
          "--output-dir", str(work / "evaluation")]
     )  # fmt: skip
-    stages["import"] = (verified[0] + imported[0], verified[1] + imported[1])
     return {
         "stages_s": {k: None if v is None else round(v[0], 3) for k, v in stages.items()},
         "stages_cpu_s": {k: None if v is None else round(v[1], 3) for k, v in stages.items()},
