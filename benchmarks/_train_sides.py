@@ -11,6 +11,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ def request_body(args: argparse.Namespace, bandit_url: str) -> dict[str, Any]:
 class Serve:
     """``kiln-verify serve --model`` in its own process; its stderr goes to a file."""
 
+    process: subprocess.Popen[str]
+
     def __init__(self, state: Path, model: Path, log: Path) -> None:
         self.log = log.open("wb")
         argv = [*cli(), "serve", "--port", "0", "--state-dir", str(state), "--model", str(model)]
@@ -74,6 +77,8 @@ class Serve:
             self.stop()
             raise RuntimeError(f"kiln-verify serve did not start: {log.read_text()[-2000:]}")
         self.url = found.group(1)
+        # anything it prints later is drained, so a full pipe never stalls the server
+        threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
     def stop(self) -> None:
         if self.process.poll() is None:
