@@ -205,6 +205,7 @@ def check_train_run(ctx: ControlContext) -> str:
         _expect(kind in kinds, f"a trained run publishes no {kind}")
     lineage = (training.get("training_data") or {}).get("openenv")
     _expect(isinstance(lineage, dict), "training.training_data.openenv carries no lineage")
+    assert isinstance(lineage, dict)
     _expect(
         str(lineage.get("group_plan_sha256", "")).startswith("sha256:"),
         "the lineage has no group_plan_sha256",
