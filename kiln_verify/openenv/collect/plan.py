@@ -67,7 +67,7 @@ def _may_differ(raw: bytes) -> bool:
             return True
         seen += 1
         if seen > _SIGNS_LOOKED_AT:
-            return b"e-" in raw
+            return b"e-" in raw or b"0.0000" in raw
         at = raw.find(b"-", at + 1)
     return b"0.0000" in raw
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kiln_verify.core import jsonfastwrite
@@ -183,6 +183,9 @@ def test_plain_values_take_the_fast_route() -> None:
 
 @settings(max_examples=600, deadline=None)
 @given(trees)
+# more than _SIGNS_LOOKED_AT minus signs before a 1e-5 <= |x| < 1e-4 float (orjson writes
+# it 0.00001, the sizer 1e-05): found by this property once, kept as an explicit example
+@example([1e-05, {"--": None, "0--": None}, {"0--": None, "--": -1}])
 def test_parsed_values_are_charged_as_before(value: Any) -> None:
     try:
         parsed = loads(dumps_compact(value), max_bytes=1 << 20)
