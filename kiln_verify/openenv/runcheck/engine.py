@@ -123,7 +123,29 @@ def _pieces(directory: RunDirectory, status: OpenEnvRunStatus | None) -> tuple[b
         raise RunChainIncomplete(f"the evaluation lacks {ARTIFACT_PATHS[missing]}")
     if evaluation and not training:
         raise RunChainIncomplete("an evaluation without the training evidence it evaluates")
+    _claimed(status, bool(training), bool(evaluation))
     return bool(training), bool(evaluation)
+
+
+def _finished(section: Any) -> bool:
+    return isinstance(section, dict) and section.get("state") == "completed"
+
+
+def _claimed(status: OpenEnvRunStatus | None, training: bool, evaluation: bool) -> None:
+    """A completed run whose status says its trainer (or its evaluation) completed must
+    hold that evidence: a directory (or a manifest) that leaves it out is not the run."""
+    if status is None or status.state != "completed":
+        return  # a failed or cancelled run binds no evidence, whatever its trainer did
+    if _finished(status.training) and not training:
+        raise RunChainIncomplete(
+            "run.json says the run's training completed, but the run holds no "
+            f"{ARTIFACT_PATHS['train_receipt']}"
+        )
+    if _finished(status.environment_evaluation) and not evaluation:
+        raise RunChainIncomplete(
+            "run.json says the run's evaluation completed, but the run holds no "
+            f"{ARTIFACT_PATHS['environment_eval_receipt']}"
+        )
 
 
 def _quarantined_adapter(directory: RunDirectory, summary: RolloutSummary) -> str | None:

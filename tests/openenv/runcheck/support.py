@@ -243,8 +243,14 @@ def build_train_run(collected: Collected, base: Path, environment_url: str) -> T
         },
         "artifacts": manifest(root, list(ARTIFACT_PATHS)),
         "training_contract": contract,
-        "training": {"training_data": {"openenv": lineage.to_json()}},
+        "training": {
+            "job_id": f"grpo-{RUN_ID}",
+            "state": "completed",
+            "progress": 1.0,
+            "training_data": {"openenv": lineage.to_json()},
+        },
         "environment_evaluation": {
+            "state": "completed",
             "outcome": receipt.outcome,
             "evidence": receipt.evidence.to_json(),
             "verdict": receipt.verdict,

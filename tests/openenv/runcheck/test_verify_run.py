@@ -22,6 +22,16 @@ from kiln_verify.openenv.runcheck.engine import verify_run
 from kiln_verify.openenv.runcheck.schema_export import CONTRACT
 from tests.openenv.runcheck.support import ADAPTER, TrainRun
 
+FAILED = {
+    "schema": "kiln.openenv-run-failure.v1",
+    "code": "environment_evaluation_failed",
+    "stage": "environment_evaluation",
+    "retryable": False,
+    "message": "the evaluation's two halves do not pair",
+    "hint": "check the environment for drift",
+    "occurred_unix_ms": 2,
+}
+
 
 def test_a_complete_train_run_verifies_every_link(run: TrainRun) -> None:
     report = run.verify()
@@ -85,6 +95,24 @@ def test_pieces_missing(run: TrainRun) -> None:
     assert run.code() == "run_chain_incomplete"  # an evaluation without its training
     (run.directory / RUN_STATUS_FILE).unlink()
     assert run.code() == "run_chain_incomplete"
+
+
+def test_a_completed_run_that_leaves_its_evidence_out_is_incomplete(run: TrainRun) -> None:
+    evidence = [k for k in ARTIFACT_PATHS if k not in ("dataset", "replay", "summary")]
+    status = run.status()
+    status["artifacts"] = [a for a in status["artifacts"] if a["kind"] not in evidence]
+    run.write_status(status)
+    for kind in evidence:
+        run.path(kind).unlink()
+    # the status still says the trainer and the evaluation completed: not this directory
+    assert run.code(adapter_dir=None) == "run_chain_incomplete"
+    del status["environment_evaluation"]
+    run.write_status(status)
+    assert run.code(adapter_dir=None) == "run_chain_incomplete"
+    status["state"] = "failed"  # a failed run binds no evidence, whatever its trainer did
+    status["failure"] = FAILED
+    run.write_status(status)
+    assert run.verify(adapter_dir=None).training is None
 
 
 def test_bundles(run: TrainRun) -> None:
