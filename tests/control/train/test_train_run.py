@@ -227,13 +227,19 @@ def test_cancelling_during_training_stops_the_trainer(
     while http.get(f"/v1/openenv/runs/{run_id}").json()["state"] != "training_running":
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert _running(f"sleep\0{marker}")
+    # the state changes when the child is spawned; its exec of the trainer comes just after
+    while not _running(f"sleep\0{marker}"):
+        assert time.monotonic() < deadline, "the trainer child never started"
+        time.sleep(0.05)
     status = http.delete(f"/v1/openenv/runs/{run_id}").json()
     assert status["state"] == "cancelled"
     assert differences("OpenEnvRunStatus", status) == []
     assert status["training"]["state"] == "failed"  # Kiln's TrainingState has no cancelled
     assert "cancelled" in status["training"]["error"]
-    assert not _running(f"sleep\0{marker}")
+    gone = time.monotonic() + 10  # killed with its process group; reaped a moment later
+    while _running(f"sleep\0{marker}"):
+        assert time.monotonic() < gone, "the trainer outlived its cancelled run"
+        time.sleep(0.05)
     assert not (adapters_root(config) / "cancelled").exists()
 
 
