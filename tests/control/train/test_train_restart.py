@@ -61,7 +61,10 @@ def test_sigkill_during_training_fails_the_run_on_restart(
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
         run_dir = next(state.glob(f"**/{run_id}"))
-        assert _trainers(run_dir)
+        # the state changes when the child is spawned; its exec of train.py comes just after
+        while not _trainers(run_dir):
+            assert time.monotonic() < deadline, "the trainer child never started"
+            time.sleep(0.05)
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(timeout=30)
     finally:
