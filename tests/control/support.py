@@ -32,11 +32,31 @@ def config(state_dir: Path, **openenv: Any) -> ServerConfig:
 @contextmanager
 def control_server(state_dir: Path, **openenv: Any) -> Iterator[ServerHandle]:
     """The control plane in a thread of this process (real sockets), stopped on exit."""
-    handle = start_in_thread(config(state_dir, **openenv))
+    with running(config(state_dir, **openenv)) as handle:
+        yield handle
+
+
+def resident_config(state_dir: Path, model: Path) -> ServerConfig:
+    """``serve --model DIR``'s configuration on an ephemeral port."""
+    from kiln_verify.control.sections.model import ModelSettings
+
+    return ServerConfig(host="127.0.0.1", port=0, state_dir=state_dir, model=ModelSettings(model))
+
+
+@contextmanager
+def running(settings: ServerConfig) -> Iterator[ServerHandle]:
+    """Any configuration's control plane in a thread (real sockets), stopped on exit."""
+    handle = start_in_thread(settings)
     try:
         yield handle
     finally:
         handle.stop()
+
+
+@contextmanager
+def client_of(handle: ServerHandle, timeout: float = 120) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=handle.base_url, trust_env=False, timeout=timeout) as client:
+        yield client
 
 
 def small_request(environment_url: str, **fields: Any) -> dict[str, Any]:

@@ -14,24 +14,21 @@ from typer.testing import CliRunner
 from kiln_verify.cli import app
 from kiln_verify.control.resident.store import adapters_root, install_adapter
 from kiln_verify.errors import ApiModelNotLoaded
-from kiln_verify.server.runner import ServerHandle, start_in_thread
+from kiln_verify.server.runner import ServerHandle
 from kiln_verify.testing.serve import ServeProcess
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import config, small_request
+from tests.control.support import client_of, config, control_server, small_request
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
-    handle = start_in_thread(config(tmp_path_factory.mktemp("no-model") / "state"))
-    try:
+    with control_server(tmp_path_factory.mktemp("no-model") / "state") as handle:
         yield handle
-    finally:
-        handle.stop()
 
 
 @pytest.fixture(scope="module")
 def http(server: ServerHandle) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, trust_env=False, timeout=30) as client:
+    with client_of(server, timeout=30) as client:
         yield client
 
 

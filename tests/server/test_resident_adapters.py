@@ -29,7 +29,6 @@ from kiln_verify.cli import app
 from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.resident.records import AdaptersResponse
 from kiln_verify.control.resident.store import adapters_root, install_adapter
-from kiln_verify.control.sections.model import ModelSettings
 from kiln_verify.errors import (
     ApiAdapterExists,
     ApiAdapterImportFailed,
@@ -37,9 +36,9 @@ from kiln_verify.errors import (
 )
 from kiln_verify.hf.importer import INSTALLED_FILES
 from kiln_verify.records import validate_record
-from kiln_verify.server.runner import ServerHandle, start_in_thread
+from kiln_verify.server.runner import ServerHandle
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import small_request, wait_terminal
+from tests.control.support import client_of, resident_config, running, small_request, wait_terminal
 
 NAME = "sft-v1.a"
 
@@ -102,23 +101,18 @@ def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory, completed: tuple[Path, Path]) -> ServerConfig:
     state = tmp_path_factory.mktemp("resident") / "state"
-    return ServerConfig(
-        host="127.0.0.1", port=0, state_dir=state, model=ModelSettings(completed[0])
-    )
+    return resident_config(state, completed[0])
 
 
 @pytest.fixture(scope="module")
 def server(config: ServerConfig) -> Iterator[ServerHandle]:
-    handle = start_in_thread(config)
-    try:
+    with running(config) as handle:
         yield handle
-    finally:
-        handle.stop()
 
 
 @pytest.fixture(scope="module")
 def http(server: ServerHandle) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, trust_env=False, timeout=120) as client:
+    with client_of(server) as client:
         yield client
 
 

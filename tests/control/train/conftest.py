@@ -20,10 +20,10 @@ pytest.importorskip("peft")
 pytest.importorskip("trl")
 
 from kiln_verify.control.config import ServerConfig
-from kiln_verify.control.sections.model import ModelSettings
-from kiln_verify.server.runner import ServerHandle, start_in_thread
+from kiln_verify.server.runner import ServerHandle
 from oracle.runner import ServerHandle as OracleHandle
 from tests import models
+from tests.control.support import client_of, resident_config, running
 
 OUTPUT = "bandit-grpo.v1"
 
@@ -55,19 +55,16 @@ def model(tmp_path_factory: pytest.TempPathFactory, bandit: OracleHandle) -> Pat
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory, model: Path) -> ServerConfig:
     state = tmp_path_factory.mktemp("train") / "state"
-    return ServerConfig(host="127.0.0.1", port=0, state_dir=state, model=ModelSettings(model))
+    return resident_config(state, model)
 
 
 @pytest.fixture(scope="module")
 def server(config: ServerConfig) -> Iterator[ServerHandle]:
-    handle = start_in_thread(config)
-    try:
+    with running(config) as handle:
         yield handle
-    finally:
-        handle.stop()
 
 
 @pytest.fixture(scope="module")
 def http(server: ServerHandle) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, trust_env=False, timeout=120) as client:
+    with client_of(server) as client:
         yield client
