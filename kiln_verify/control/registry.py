@@ -136,14 +136,20 @@ class RunRegistry(TrackedRuns):
         kind's own admission checks that itself (``require_resident_model``). A refused
         training request counts
         ``kiln_openenv_runs_total{status="training_preflight_rejected"}``."""
+        try:
+            return self._admit_kind(request)
+        except ControlApiError:
+            self._count_refusal(request)
+            raise
+
+    def _admit_kind(self, request: OpenEnvRunRequest) -> Any:
         if request.kind in MODEL_KINDS and request.kind not in self.kinds:
             require_resident_model(self.config, f"kind={request.kind}")
-        try:
-            return kind_of(self.kinds, request.kind).admit(request, self.config)
-        except ControlApiError:
-            if request.kind in MODEL_KINDS:
-                self.metrics.run("training_preflight_rejected")
-            raise
+        return kind_of(self.kinds, request.kind).admit(request, self.config)
+
+    def _count_refusal(self, request: OpenEnvRunRequest) -> None:
+        if request.kind in MODEL_KINDS:
+            self.metrics.run("training_preflight_rejected")
 
     def create(self, request: OpenEnvRunRequest) -> tuple[OpenEnvRunStatus, bool]:
         """``POST /v1/openenv/runs``: an exact retry replays before the server's policy is
@@ -153,6 +159,21 @@ class RunRegistry(TrackedRuns):
         if replayed is not None:
             return replayed, False
         return self.submit(request, self.admit(request))
+
+    async def create_off_loop(self, request: OpenEnvRunRequest) -> tuple[OpenEnvRunStatus, bool]:
+        """:meth:`create` for the event loop: admission runs in a worker thread, because a
+        train request's admission loads the resident model on its first use (seconds for
+        a real model), and status polls of other runs must not wait for that. Replay and
+        queueing stay on the loop; :meth:`submit` replays a twin admitted meanwhile."""
+        replayed = self.replay(request)
+        if replayed is not None:
+            return replayed, False
+        try:
+            controls = await asyncio.to_thread(self._admit_kind, request)
+        except ControlApiError:
+            self._count_refusal(request)  # on the loop, like every other count
+            raise
+        return self.submit(request, controls)
 
     def submit(
         self, request: OpenEnvRunRequest, controls: Any = None

@@ -2,7 +2,8 @@
 
 Creation parses and normalizes the body first, so an exact retry is answered with the
 original run (200) before the server's current policy is applied; otherwise the
-registry admits the request once through its run kind and queues it (202).
+registry admits the request once through its run kind (in a worker thread: a train
+request's admission may load the resident model) and queues it (202).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ async def list_runs(request: Request) -> Response:
 @router.post("/v1/openenv/runs", **openapi.create_run())
 async def create_run(request: Request) -> Response:
     runs = enabled(request)
-    status, created = runs.create(parse_run_request(await body(request)))
+    status, created = await runs.create_off_loop(parse_run_request(await body(request)))
     return json_response(status, 202 if created else 200)
 
 
