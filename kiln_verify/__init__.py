@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from kiln_verify.control_client.client import ControlClient
     from kiln_verify.control_client.download import download_artifact
+    from kiln_verify.control_client.download_run import download_run
     from kiln_verify.errors import ERROR_CLASSES, ERROR_CODES, KilnError, UsageError
     from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.export.writer import ExportOutcome, export_grpo, export_sft
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
     from kiln_verify.openenv.records.rollout import AgenticGroup, iter_rollout_lines
     from kiln_verify.openenv.records.summary import RolloutSummary, read_summary
     from kiln_verify.openenv.replay.engine import replay_bundle
+    from kiln_verify.openenv.runcheck.engine import verify_run
+    from kiln_verify.openenv.runcheck.records import RunVerificationReport
     from kiln_verify.openenv.verify.engine import verify_bundle
     from kiln_verify.report.engine import (
         RenderedReport,
@@ -101,6 +104,7 @@ __all__ = [
     "ReplayRunReport",
     "ReplayRunResult",
     "RolloutSummary",
+    "RunVerificationReport",
     "UsageError",
     "VerificationReport",
     "__version__",
@@ -112,6 +116,7 @@ __all__ = [
     "collect",
     "conformance_report",
     "download_artifact",
+    "download_run",
     "evaluate_bundles",
     "evaluation_report",
     "export_grpo",
@@ -130,6 +135,7 @@ __all__ = [
     "verify_hf_path",
     "verify_import_path",
     "verify_path",
+    "verify_run",
 ]
 
 _LAZY: Final[dict[str, str]] = {
@@ -184,6 +190,9 @@ _LAZY: Final[dict[str, str]] = {
     # the control plane's client
     "ControlClient": "kiln_verify.control_client.client",
     "download_artifact": "kiln_verify.control_client.download",
+    "download_run": "kiln_verify.control_client.download_run",
+    "verify_run": "kiln_verify.openenv.runcheck.engine",
+    "RunVerificationReport": "kiln_verify.openenv.runcheck.records",
     # HF/TRL: export, verify, import
     "export_sft": "kiln_verify.hf.export.writer",
     "export_grpo": "kiln_verify.hf.export.writer",
