@@ -13,6 +13,8 @@ import contextlib
 import dataclasses
 import os
 import re
+import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -248,3 +250,51 @@ def running(server: ServerProcess) -> Iterator[ServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+# -- timing child processes (ratios against a baseline run in the same command) -------------
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every reaped child so far: the number a loaded
+    machine distorts least, because other processes' time slices do not count."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def kiln_verify_script() -> str:
+    """The installed ``kiln-verify`` console script, as a user runs it."""
+    script = Path(sys.executable).with_name("kiln-verify")
+    found = str(script) if script.exists() else shutil.which("kiln-verify")
+    if found is None:
+        raise SystemExit("the kiln-verify console script is not installed (pip install -e .)")
+    return found
+
+
+def best_of(argv: Sequence[str], rounds: int) -> tuple[float, float]:
+    """Best wall and best CPU seconds of ``argv`` run to success ``rounds`` times (its
+    standard output discarded): ``sha256sum`` or the CLI, start-up and imports included."""
+    best, best_cpu = float("inf"), float("inf")
+    for _ in range(rounds):
+        start, cpu = time.perf_counter(), children_cpu()
+        subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL, cwd=REPO_ROOT)
+        best = min(best, time.perf_counter() - start)
+        best_cpu = min(best_cpu, children_cpu() - cpu)
+    return best, best_cpu
+
+
+def best_child(code: str, argument: str, rounds: int) -> tuple[float, float]:
+    """Best wall and CPU seconds that ``python -c code argument`` prints (``WALL CPU``):
+    the timed part measured inside a fresh interpreter, without its start-up."""
+    best, best_cpu = float("inf"), float("inf")
+    for _ in range(rounds):
+        out = subprocess.run(
+            [sys.executable, "-c", code, argument],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        wall, cpu = (float(part) for part in out.stdout.split())
+        best, best_cpu = min(best, wall), min(best_cpu, cpu)
+    return best, best_cpu

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks._common import children_cpu
 from kiln_verify.testing.serve import READY_LINE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -169,11 +169,6 @@ def _process_cpu(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _entered(seen: dict[str, float], state: str) -> float:
     """When the run was first seen in ``state`` or any later one (a short state can fall
     between two polls)."""
@@ -182,11 +177,11 @@ def _entered(seen: dict[str, float], state: str) -> float:
 
 def _timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall and CPU seconds of one hand-run step (a child process)."""
-    start, cpu = time.perf_counter(), _children_cpu()
+    start, cpu = time.perf_counter(), children_cpu()
     out = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])} ... failed: {out.stderr[-3000:]}")
-    return time.perf_counter() - start, _children_cpu() - cpu
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 def select_rows(corpus: Path, output: Path) -> Path:

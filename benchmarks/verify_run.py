@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks._common import best_child, best_of, kiln_verify_script  # noqa: E402
 from kiln_verify.control.layout import ARTIFACT_PATHS, RUN_STATUS_FILE  # noqa: E402
 from kiln_verify.core.digest import hash_file  # noqa: E402
 from kiln_verify.core.jsonio import dumps_pretty  # noqa: E402
@@ -100,60 +99,19 @@ def synthesize(directory: Path, *, groups: int, pad: int) -> list[Path]:
     return [*files, directory / RUN_STATUS_FILE]
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def time_sha256sum(files: list[Path], rounds: int) -> tuple[float, float]:
-    best, best_cpu = float("inf"), float("inf")
-    for _ in range(rounds):
-        start, cpu = time.perf_counter(), _children_cpu()
-        subprocess.run(["sha256sum", *map(str, files)], check=True, stdout=subprocess.DEVNULL)
-        best = min(best, time.perf_counter() - start)
-        best_cpu = min(best_cpu, _children_cpu() - cpu)
-    return best, best_cpu
-
-
-def time_child(child: str, directory: Path, rounds: int) -> tuple[float, float]:
-    """Best wall and CPU time of ``child`` (a verifier) in a fresh interpreter."""
-    best, best_cpu = float("inf"), float("inf")
-    for _ in range(rounds):
-        out = subprocess.run(
-            [sys.executable, "-c", child, str(directory)],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-        )
-        wall, cpu = (float(part) for part in out.stdout.split())
-        best, best_cpu = min(best, wall), min(best_cpu, cpu)
-    return best, best_cpu
+    return best_of(["sha256sum", *map(str, files)], rounds)
 
 
 def time_cli(directory: Path, rounds: int) -> float:
-    script = Path(sys.executable).with_name("kiln-verify")
-    found = str(script) if script.exists() else shutil.which("kiln-verify")
-    if found is None:
-        raise SystemExit("the kiln-verify console script is not installed (pip install -e .)")
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        subprocess.run(
-            [found, "openenv", "verify-run", str(directory)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            cwd=REPO_ROOT,
-        )
-        best = min(best, time.perf_counter() - start)
-    return best
+    return best_of([kiln_verify_script(), "openenv", "verify-run", str(directory)], rounds)[0]
 
 
 def measure(directory: Path, files: list[Path], rounds: int) -> dict[str, Any]:
     total = sum(path.stat().st_size for path in files)
     sha, sha_cpu = time_sha256sum(files, rounds)
-    verify, verify_cpu = time_child(_CHILD, directory, rounds)
-    bundle, bundle_cpu = time_child(_BUNDLE_CHILD, directory, rounds)
+    verify, verify_cpu = best_child(_CHILD, str(directory), rounds)
+    bundle, bundle_cpu = best_child(_BUNDLE_CHILD, str(directory), rounds)
     cli = time_cli(directory, rounds)
     return {
         "files": len(files),

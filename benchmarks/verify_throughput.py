@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -51,6 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks._common import best_child, best_of, kiln_verify_script  # noqa: E402
 from kiln_verify.limits import (  # noqa: E402
     MAX_OPENENV_DATASET_BYTES,
     MAX_OPENENV_REPLAY_BYTES,
@@ -126,61 +126,22 @@ def _files(bundle: FixtureBundle) -> list[str]:
     return [str(bundle.dataset), str(bundle.replay), str(bundle.summary)]
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def time_sha256sum(bundle: FixtureBundle, rounds: int) -> tuple[float, float]:
     """Best wall time and best CPU time (user + system) of ``sha256sum`` over the files."""
-    best, best_cpu = float("inf"), float("inf")
-    for _ in range(rounds):
-        start, cpu = time.perf_counter(), _children_cpu()
-        subprocess.run(["sha256sum", *_files(bundle)], check=True, stdout=subprocess.DEVNULL)
-        best = min(best, time.perf_counter() - start)
-        best_cpu = min(best_cpu, _children_cpu() - cpu)
-    return best, best_cpu
+    return best_of(["sha256sum", *_files(bundle)], rounds)
 
 
 def time_verify(bundle: FixtureBundle, rounds: int) -> tuple[float, float]:
-    """Best wall time and best CPU time of ``verify_bundle`` in a fresh child process.
-
-    CPU time is what a loaded machine distorts least (other processes' time slices do
-    not count); both are reported.
-    """
-    best, best_cpu = float("inf"), float("inf")
-    for _ in range(rounds):
-        out = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(bundle.summary)],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-        )
-        wall, cpu = (float(part) for part in out.stdout.split())
-        best, best_cpu = min(best, wall), min(best_cpu, cpu)
-    return best, best_cpu
+    """Best wall time and best CPU time of ``verify_bundle`` in a fresh child process
+    (both are reported; CPU is what a loaded machine distorts least)."""
+    return best_child(_CHILD, str(bundle.summary), rounds)
 
 
 def time_cli(bundle: FixtureBundle, rounds: int) -> float:
     """Best wall time of ``kiln-verify openenv verify`` as a user runs it: a subprocess
     like ``sha256sum``, so interpreter start-up and imports count."""
-    script = Path(sys.executable).with_name("kiln-verify")
-    found = str(script) if script.exists() else shutil.which("kiln-verify")
-    if found is None:
-        raise SystemExit("the kiln-verify console script is not installed (pip install -e .)")
-    command = [found, "openenv", "verify"]
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        subprocess.run(
-            [*command, "--summary", str(bundle.summary)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            cwd=REPO_ROOT,
-        )
-        best = min(best, time.perf_counter() - start)
-    return best
+    argv = [kiln_verify_script(), "openenv", "verify", "--summary", str(bundle.summary)]
+    return best_of(argv, rounds)[0]
 
 
 def peak_rss_kib(bundle: FixtureBundle) -> int:
