@@ -183,6 +183,24 @@ MAX_IMPORT_SCRIPT_BYTES: Final = 16 * MiB
 MAX_IMPORT_ARTIFACT_BYTES: Final = 512 * MiB
 """Each other identity artifact of an import envelope (model config, tokenizer, templates)."""
 
+HF_IMPORT_BODY_IDLE_TIMEOUT_S: Final = 60.0
+"""``POST /v1/train/hf/peft/imports/{name}``: seconds the server waits for the next body
+chunk before answering ``hf_trl_import_timeout`` (408) and removing its staging."""
+
+HF_IMPORT_UPLOAD_CHUNK_BYTES: Final = 256 * KiB
+"""Each chunk of the import body ``hf import-peft --url`` generates and sends."""
+
+HF_IMPORT_UPLOAD_QUEUE_CHUNKS: Final = 4
+"""Chunks the upload may hold between the worker that archives and the connection that
+sends (the body is never buffered whole)."""
+
+HF_IMPORT_RESPONSE_IDLE_TIMEOUT_S: Final = 120.0
+"""``hf import-peft --url``: idle read timeout on the answer (the server verifies and
+installs before it answers)."""
+
+MAX_HF_IMPORT_RESPONSE_BYTES: Final = 4 * MiB
+"""The JSON answer (or error) ``hf import-peft --url`` reads from the import route."""
+
 # --- OpenEnv wire (kiln-openenv-contract §8.1) ------------------------------------------
 
 MAX_DISCOVERY_BODY_BYTES: Final = 2 * MiB
@@ -500,3 +518,26 @@ MAX_ADAPTER_MANIFEST_FILES: Final = 64
 
 MAX_ADAPTER_FILE_BYTES: Final = 4 * GiB
 """Each adapter file an adapter manifest lists and the chain check hashes."""
+
+# --- the HF/TRL export registry over HTTP (docs/hf-http-export.md; hf-trl-contract §1.3, §7) -
+
+MAX_HF_EXPORTS: Final = 256
+"""Published exports one server's registry retains; creating one more is
+``hf_trl_export_capacity`` (503) until one is deleted."""
+
+MAX_HF_EXPORT_REQUEST_BYTES: Final = 256 * MiB
+"""An inline ``POST /v1/train/hf/{sft,grpo}/exports`` body; larger corpora go by
+``dataset_path``."""
+
+HF_EXPORT_STREAM_CHUNKS: Final = 4
+"""Archive chunks of ``HASH_CHUNK_BYTES`` a download may hold between the worker that
+compresses and the connection that sends (the stream is never buffered whole)."""
+
+HF_EXPORT_IDLE_TIMEOUT_S: Final = 120.0
+"""The CLI's idle read timeout on every export request and the download body."""
+
+HF_EXPORT_CONNECT_TIMEOUT_S: Final = 30.0
+"""The CLI's connect timeout to the export server."""
+
+MAX_HF_EXPORT_RESPONSE_BYTES: Final = 4 * MiB
+"""A JSON answer the CLI reads from the export routes (create, list, delete, errors)."""

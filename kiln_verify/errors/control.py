@@ -246,6 +246,60 @@ class ApiAdapterImportFailed(ControlApiError):
             out["cause"] = self.cause
         return out
 
+
+# --- the HF/TRL export registry (docs/hf-http-export.md; hf-trl-contract §4.9) ----------
+
+
+class ApiHfTrlInvalidRequest(ControlApiError):
+    """An export request refused at admission: nothing was published."""
+
+    code = "hf_trl_invalid_request"
+    default_hint = (
+        "send exactly one data source, a valid export name and policy, an object "
+        "split_manifest and data the resident model accepts (docs/hf-http-export.md)"
+    )
+
+
+class ApiHfTrlExportExists(ControlApiError):
+    code = "hf_trl_export_exists"
+    http_status = 409
+    default_hint = "an export name is never reused while it exists; delete it or choose another"
+
+
+class ApiHfTrlExportNotFound(ControlApiError):
+    code = "hf_trl_export_not_found"
+    http_status = 404
+    default_hint = "list the retained exports with GET /v1/train/hf/exports"
+
+
+class ApiHfTrlExportCapacity(ControlApiError):
+    code = "hf_trl_export_capacity"
+    http_status = 503
+    default_hint = "the registry holds MAX_HF_EXPORTS (256) exports; delete one first"
+
+
+class ApiHfTrlExportFailed(ControlApiError):
+    """The registry, its lock or a verification after admission failed (a server error)."""
+
+    code = "hf_trl_export_failed"
+    http_status = 500
+    default_hint = "see the server log; a damaged export is removed by an unconditioned DELETE"
+
+
+class ApiHfTrlExportPrecondition(ControlApiError):
+    """``If-Match`` names another identity than the export under that name."""
+
+    code = "hf_trl_export_precondition_failed"
+    http_status = 412
+    default_hint = 'send If-Match: "sha256:<64 hex>" of the export you mean (create or list)'
+
+
+class ApiAdapterNotFound(ControlApiError):
+    code = "adapter_not_found"
+    http_status = 404
+    default_hint = "name an adapter GET /v1/adapters lists"
+
+
 # --- the control client ---------------------------------------------------------------
 
 

@@ -183,3 +183,29 @@ class TokenStreamForcedMismatch(TokenStreamError):
 
     code = "token_stream_forced_mismatch"
     default_hint = "only the thinking budget's close tokens, forced once it ran out, are forced"
+
+
+# --- the HF/TRL export client (kiln-verify hf export-* --url; docs/hf-http-export.md) ---
+
+
+class HfExportResponseInvalid(HfError):
+    """An export route answered outside the contract: not its record, or no strong
+    ``ETag`` equal to the export identity."""
+
+    code = "hf_export_response_invalid"
+    default_hint = "the server does not keep Kiln's HF/TRL export contract; nothing was published"
+
+
+class HfExportDownloadInvalid(HfError):
+    """The downloaded archive is not the created export: bad headers, a short, long or
+    oversized body, or an archive that fails extraction or the pristine verifier."""
+
+    code = "hf_export_download_invalid"
+    default_hint = "nothing was published and the server copy is kept: retry the download"
+
+
+class HfExportCleanupFailed(HfError):
+    """The verified archive is published, but deleting the server copy failed."""
+
+    code = "hf_export_cleanup_failed"
+    default_hint = "the local archive is verified and kept; run the printed delete command"
