@@ -1,12 +1,16 @@
 """The control plane's answer records: run status (``run.json``), failures, lists, inspection.
 
 ``kiln.openenv-run.v5`` status and its parts follow the published control-plane schema and
-kiln-openenv-contract §10 and §12. This server writes v5 only; the record also reads the
-training-side fields a Kiln server adds to ``kind=train`` runs (kept as free JSON, never
-written here), so the control client can list a Kiln server's runs without refusing them.
-``training_contract`` is Kiln's typed ``kiln.openenv-training-contract.v1``
-(:mod:`kiln_verify.control.training.records`): required in a v5 ``kind=train`` status,
-absent from a v5 rollout status and from every older version (the schema's ``allOf``).
+kiln-openenv-contract §10 and §12. This server writes v5 only. ``training_contract`` is
+Kiln's typed ``kiln.openenv-training-contract.v1`` (:mod:`kiln_verify.control.training.records`):
+required in a v5 ``kind=train`` status, absent from a v5 rollout status and from every older
+version (the schema's ``allOf``). A train run's ``training`` and ``environment_evaluation``
+are Kiln's typed ``OpenEnvTrainingStatus`` and ``OpenEnvEnvironmentEvalStatus``
+(:mod:`kiln_verify.control.training.trainer_status`, :mod:`.evaluation_status`), read as
+strictly as the rest and written in Kiln's struct order. ``training_submission`` and
+``post_evaluations`` (Kiln's hand-off to an external trainer and its static suites, which this
+server never writes) stay free JSON, so the control client lists a Kiln server's runs without
+refusing them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from pydantic import (
 )
 
 from kiln_verify.control.request import OpenEnvRunRequest, RunKind
+from kiln_verify.control.training.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.control.training.records import OpenEnvTrainingContract
+from kiln_verify.control.training.trainer_status import OpenEnvTrainingStatus
 from kiln_verify.limits import MAX_FAILURE_HINT_BYTES, MAX_FAILURE_MESSAGE_BYTES, MAX_TASK_PAGE
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord, EnvironmentInspection
 from kiln_verify.openenv.records.observation import ProtocolErrorCode
@@ -268,10 +274,10 @@ class OpenEnvRunStatus(Record):
     training_job_id: StrictStr | None = None
     training_contract: OpenEnvTrainingContract | None = None
     training_submission: FreeJson | None = None
-    training: FreeJson | None = None
+    training: OpenEnvTrainingStatus | None = None
     post_evaluations: list[FreeJson] | None = None
     warnings: list[StrictStr] | None = None
-    environment_evaluation: FreeJson | None = None
+    environment_evaluation: OpenEnvEnvironmentEvalStatus | None = None
     failure: RunFailure | None = None
     error: StrictStr | None = None
 

@@ -46,10 +46,10 @@ from kiln_verify.control.kinds.evaluation_job import (
     EvaluationJob,
     side_dir,
 )
-from kiln_verify.control.kinds.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.control.layout import ARTIFACT_PATHS
 from kiln_verify.control.metrics import ControlMetrics
 from kiln_verify.control.status import RunArtifact
+from kiln_verify.control.training.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.collect import ProgressEvent, collect
 from kiln_verify.openenv.evaluate import (

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Final
 
 from kiln_verify.control.kind import ArtifactFile
-from kiln_verify.control.kinds.evaluation_status import (
+from kiln_verify.control.layout import ARTIFACT_PATHS
+from kiln_verify.control.request import BASE_ADAPTER, OpenEnvRunRequest
+from kiln_verify.control.training.evaluation_status import (
     OpenEnvEnvironmentEvalProgress,
     OpenEnvEnvironmentEvalStatus,
 )
-from kiln_verify.control.layout import ARTIFACT_PATHS
-from kiln_verify.control.request import BASE_ADAPTER, OpenEnvRunRequest
 from kiln_verify.control.training.records import OpenEnvEnvironmentEvalConfig
 from kiln_verify.control.training.rules import (
     DEFAULT_EVAL_GROUP_SIZE,

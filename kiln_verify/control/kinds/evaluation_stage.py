@@ -35,9 +35,9 @@ from kiln_verify.control.kinds.environment_eval import (
     EvaluationResult,
     evaluate_candidate,
 )
-from kiln_verify.control.kinds.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.control.registry import RunRegistry
 from kiln_verify.control.request import OpenEnvRunRequest
+from kiln_verify.control.training.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.errors import ApiAdapterUnknown
 from kiln_verify.openenv.collect import CollectionControls
 from kiln_verify.openenv.policy.base import Policy
@@ -106,7 +106,7 @@ class _Persist:
         persist = section.state != self._state or now - self._last >= PROGRESS_PERSIST_INTERVAL_MS
         if persist:
             self._state, self._last = section.state, now
-        registry.update(self.run_id, persist=persist, environment_evaluation=section.to_json())
+        registry.update(self.run_id, persist=persist, environment_evaluation=section)
 
 
 async def run_environment_evaluation(

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kiln_verify.control.executor import _Progress as CollectionProgress
-from kiln_verify.control.kinds.train_records import OpenEnvTrainingStatus
 from kiln_verify.control.registry import ActiveRun, RunRegistry
+from kiln_verify.control.training.trainer_status import OpenEnvTrainingStatus
 from kiln_verify.errors import KilnError
 
 __all__ = ["TrainRun", "complete", "raise_if_cancelled", "uninterrupted"]
@@ -41,7 +41,7 @@ class TrainRun:
         if state is not None:
             changes["state"] = state
         if self.training is not None:
-            changes["training"] = self.training.to_json()
+            changes["training"] = self.training
         if changes:
             self.registry.update(self.run_id, **changes)
 
@@ -53,7 +53,7 @@ class TrainRun:
         persist = now - self._last_persist >= 500
         if persist:
             self._last_persist = now
-        self.registry.update(self.run_id, persist=persist, training=self.training.to_json())
+        self.registry.update(self.run_id, persist=persist, training=self.training)
 
     def training_ended(self, **update: Any) -> dict[str, Any]:
         """The trainer's final status; a trainer that completed stays ``completed`` when
@@ -63,7 +63,7 @@ class TrainRun:
         if self.training.state == "completed" and update.get("state") == "failed":
             return {}
         self.training = self.training.model_copy(update=update)
-        return {"training": self.training.to_json()}
+        return {"training": self.training}
 
 
 def raise_if_cancelled(handle: ActiveRun | None) -> None:

@@ -45,12 +45,6 @@ from kiln_verify.control.kinds.train_progress import (
     raise_if_cancelled,
     uninterrupted,
 )
-from kiln_verify.control.kinds.train_records import (
-    OPENENV_SOURCE,
-    OpenEnvTrainingStatus,
-    TrainingDataProvenance,
-    job_id,
-)
 from kiln_verify.control.kinds.trainer_child import run_trainer, trainer_argv
 from kiln_verify.control.registry import ActiveRun, RunRegistry
 from kiln_verify.control.request import OpenEnvRunRequest
@@ -58,6 +52,12 @@ from kiln_verify.control.status import FailureStage, RunArtifact
 from kiln_verify.control.training.effective import runner_options
 from kiln_verify.control.training.rules import behaviour_adapter
 from kiln_verify.control.training.seal import sealed_contract
+from kiln_verify.control.training.trainer_status import (
+    OPENENV_SOURCE,
+    OpenEnvTrainingStatus,
+    TrainingDataProvenance,
+    job_id,
+)
 from kiln_verify.core.digest import hash_file, sha256_bytes
 from kiln_verify.limits import MAX_TRAINING_EVIDENCE_BYTES
 from kiln_verify.openenv.collect import CollectionControls

@@ -32,10 +32,12 @@ and installs a promoted one in its adapter store), so a run with training eviden
 from __future__ import annotations
 
 import os
-from typing import Any, Final
+from typing import Final
 
 from kiln_verify.control.layout import ARTIFACT_PATHS
 from kiln_verify.control.status import OpenEnvRunStatus
+from kiln_verify.control.training.evaluation_status import OpenEnvEnvironmentEvalStatus
+from kiln_verify.control.training.trainer_status import OpenEnvTrainingStatus
 from kiln_verify.core.digest import canonical_digest
 from kiln_verify.core.paths import validate_relative_path
 from kiln_verify.errors import (
@@ -59,7 +61,7 @@ from kiln_verify.openenv.runcheck.records import (
 )
 from kiln_verify.openenv.training.chain import ChainReport, check_training_chain
 from kiln_verify.openenv.training.evidence import contract_sha256
-from kiln_verify.openenv.training.lineage import OpenEnvTrainingDataProvenanceV1, read_training_data
+from kiln_verify.openenv.training.lineage import OpenEnvTrainingDataProvenanceV1, check_lineage
 from kiln_verify.openenv.training.selection import Selection, select_for_training
 
 __all__ = ["EVALUATION_KINDS", "QUARANTINE", "TRAINING_KINDS", "verify_run"]
@@ -102,12 +104,13 @@ def _selection(directory: RunDirectory, summary: RolloutSummary) -> Selection:
 
 
 def _status_lineage(status: OpenEnvRunStatus | None) -> OpenEnvTrainingDataProvenanceV1 | None:
-    training: Any = status.training if status is not None else None
-    data = training.get("training_data") if isinstance(training, dict) else None
-    lineage = data.get("openenv") if isinstance(data, dict) else None
-    if lineage is None:
-        return None
-    return read_training_data(lineage, source="run.json training.training_data.openenv")
+    """The lineage ``run.json`` carries (read with the status; its totals checked here)."""
+    training = status.training if status is not None else None
+    data = training.training_data if training is not None else None
+    lineage = data.openenv if data is not None else None
+    if lineage is not None:
+        check_lineage(lineage, source="run.json training.training_data.openenv")
+    return lineage
 
 
 def _pieces(directory: RunDirectory, status: OpenEnvRunStatus | None) -> tuple[bool, bool]:
@@ -127,8 +130,8 @@ def _pieces(directory: RunDirectory, status: OpenEnvRunStatus | None) -> tuple[b
     return bool(training), bool(evaluation)
 
 
-def _finished(section: Any) -> bool:
-    return isinstance(section, dict) and section.get("state") == "completed"
+def _finished(section: OpenEnvTrainingStatus | OpenEnvEnvironmentEvalStatus | None) -> bool:
+    return section is not None and section.state == "completed"
 
 
 def _claimed(status: OpenEnvRunStatus | None, training: bool, evaluation: bool) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kiln_verify.control.training.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.jsonio import dumps_compact, loads_object
 from kiln_verify.errors import (
@@ -55,7 +56,7 @@ class EvaluationInputs:
     training_summary: RolloutSummary
     output_adapter: str
     auto_load: bool
-    status_evaluation: Any = None
+    status_evaluation: OpenEnvEnvironmentEvalStatus | None = None
 
 
 def _compact(value: Any) -> bytes:
@@ -130,11 +131,14 @@ def _outcome(receipt: EnvironmentEvaluationReceipt, auto_load: bool) -> None:
         )
 
 
-def _status(receipt: EnvironmentEvaluationReceipt, section: Any) -> None:
-    if not isinstance(section, dict):
+def _status(
+    receipt: EnvironmentEvaluationReceipt, section: OpenEnvEnvironmentEvalStatus | None
+) -> None:
+    if section is None:
         return
     for name in ("outcome", "evidence", "verdict"):
-        if name in section and _compact(section[name]) != _compact(getattr(receipt, name)):
+        value = getattr(section, name)
+        if value is not None and _compact(value) != _compact(getattr(receipt, name)):
             raise RunChainStatusEvaluationMismatch(
                 f"environment_evaluation.{name} is not the receipt's"
             )

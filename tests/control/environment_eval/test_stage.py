@@ -21,11 +21,11 @@ from kiln_verify.control.kinds.environment_eval import (
     EvaluationResult,
     evaluate_candidate,
 )
-from kiln_verify.control.kinds.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.control.layout import ARTIFACT_PATHS
 from kiln_verify.control.metrics import ControlMetrics, Gauges
 from kiln_verify.control.resident.store import adapters_root, install_adapter
 from kiln_verify.control.status import OpenEnvRunStatus
+from kiln_verify.control.training.evaluation_status import OpenEnvEnvironmentEvalStatus
 from kiln_verify.control.training.records import OpenEnvEnvironmentEvalConfig
 from kiln_verify.errors import (
     ApiArtifactIntegrityFailed,

@@ -23,8 +23,8 @@ import pytest
 
 from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.kinds import trainer_child
-from kiln_verify.control.kinds.train_records import OpenEnvTrainingStatus
 from kiln_verify.control.resident.store import adapters_root
+from kiln_verify.control.training.trainer_status import OpenEnvTrainingStatus
 from kiln_verify.control_client.client import ControlClient
 from kiln_verify.control_client.download_run import download_run
 from kiln_verify.openenv.records.rollout import AgenticGroup

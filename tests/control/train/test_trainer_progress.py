@@ -8,8 +8,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiln_verify.control.kinds.train_records import OpenEnvTrainingStatus
 from kiln_verify.control.kinds.trainer_child import parse_progress
+from kiln_verify.control.training.trainer_status import OpenEnvTrainingStatus
 
 
 def test_the_trainers_log_dictionaries() -> None:

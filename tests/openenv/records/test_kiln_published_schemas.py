@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.control import status as control
-from kiln_verify.control.kinds import evaluation_status, train_records
 from kiln_verify.control.request import OpenEnvRunRequest, RunKind
+from kiln_verify.control.training import evaluation_status, trainer_status
 from kiln_verify.errors import TaskApiInvalid
 from kiln_verify.hf.manifest import export, grpo, import_receipt, provenance, result, sft, shards
 from kiln_verify.hf.manifest.fields import FileIdentity
@@ -96,8 +96,8 @@ MODELS: list[tuple[type[Record], str]] = [
     (control.RunProgress, "OpenEnvRunProgress"),
     (control.RunArtifact, "OpenEnvArtifact"),
     (control.RunFailure, "OpenEnvRunFailure"),
-    (train_records.OpenEnvTrainingStatus, "OpenEnvTrainingStatus"),
-    (train_records.TrainingDataProvenance, "TrainingDataProvenance"),
+    (trainer_status.OpenEnvTrainingStatus, "OpenEnvTrainingStatus"),
+    (trainer_status.TrainingDataProvenance, "TrainingDataProvenance"),
     (lineage.OpenEnvTrainingDataProvenanceV1, "OpenEnvTrainingDataProvenanceV1"),
     (lineage.OpenEnvTrainingEnvironmentV1, "OpenEnvTrainingEnvironmentV1"),
     (lineage.OpenEnvTerminationCountsV1, "OpenEnvTerminationCountsV1"),
@@ -178,8 +178,8 @@ ENUMS: list[tuple[tuple[str, ...], str]] = [
     (control.FAILURE_CODES, "OpenEnvRunFailureCode"),
     (control.FAILURE_STAGES, "OpenEnvRunFailureStage"),
     (control.ARTIFACT_KINDS, "OpenEnvArtifact.kind"),
-    (_values(train_records.TrainingState), "TrainingState"),
-    (_values(train_records.GateOutcome), "OpenEnvTrainingStatus.gate_outcome"),
+    (_values(trainer_status.TrainingState), "TrainingState"),
+    (_values(trainer_status.GateOutcome), "OpenEnvTrainingStatus.gate_outcome"),
     (evaluation_status.EVALUATION_STATES, "OpenEnvEnvironmentEvalState"),
     (_values(evaluation.EvaluationOutcome), "OpenEnvEnvironmentEvalOutcome"),
     (_values(evaluation.EvaluationDecision), "OpenEnvEnvironmentEvalDecision"),

@@ -29,7 +29,17 @@ from typing import Any
 import pytest
 
 from kiln_verify.control.layout import ARTIFACT_PATHS, RUN_STATUS_FILE
+from kiln_verify.control.training.evaluation_status import (
+    OpenEnvEnvironmentEvalProgress,
+    OpenEnvEnvironmentEvalStatus,
+)
 from kiln_verify.control.training.preflight import capacity_snapshot, preflight
+from kiln_verify.control.training.trainer_status import (
+    OPENENV_SOURCE,
+    OpenEnvTrainingStatus,
+    TrainingDataProvenance,
+    job_id,
+)
 from kiln_verify.core.digest import sha256_bytes
 from kiln_verify.core.jsonio import dumps_pretty
 from kiln_verify.errors import KilnError
@@ -215,6 +225,47 @@ def _evaluation(root: Path, environment_url: str) -> EnvironmentEvaluationReceip
     return promoted
 
 
+def _training_section(lineage: Any, corpus: bytes) -> OpenEnvTrainingStatus:
+    """Kiln's ``training`` section as the train kind ends a promoted candidate's."""
+    return OpenEnvTrainingStatus(
+        job_id=job_id(RUN_ID),
+        state="completed",
+        progress=1.0,
+        epoch=1,
+        adapter_path=f"/state/adapters/{ADAPTER}",
+        gate_outcome="promoted",
+        training_data=TrainingDataProvenance(
+            source=OPENENV_SOURCE,
+            admitted_corpus_sha256=str(sha256_bytes(corpus)),
+            rows=lineage.groups,
+            openenv=lineage,
+        ),
+    )
+
+
+def _evaluation_section(receipt: EnvironmentEvaluationReceipt) -> OpenEnvEnvironmentEvalStatus:
+    """Kiln's ``environment_evaluation`` section of the evaluation that wrote ``receipt``."""
+    groups, size = receipt.config.groups, receipt.config.group_size
+    return OpenEnvEnvironmentEvalStatus(
+        state="completed",
+        seed_start=receipt.seed_start,
+        groups=groups,
+        group_size=size,
+        baseline=receipt.baseline,
+        candidate=receipt.candidate,
+        progress=OpenEnvEnvironmentEvalProgress(
+            state="completed",
+            groups_completed=groups,
+            groups_total=groups,
+            rollouts_completed=groups * size,
+            rollouts_total=groups * size,
+        ),
+        evidence=receipt.evidence,
+        outcome=receipt.outcome,
+        verdict=receipt.verdict,
+    )
+
+
 def build_train_run(collected: Collected, base: Path, environment_url: str) -> TrainRun:
     root, adapter = base / "run", base / "adapter"
     root.mkdir()
@@ -243,18 +294,8 @@ def build_train_run(collected: Collected, base: Path, environment_url: str) -> T
         },
         "artifacts": manifest(root, list(ARTIFACT_PATHS)),
         "training_contract": contract,
-        "training": {
-            "job_id": f"grpo-{RUN_ID}",
-            "state": "completed",
-            "progress": 1.0,
-            "training_data": {"openenv": lineage.to_json()},
-        },
-        "environment_evaluation": {
-            "state": "completed",
-            "outcome": receipt.outcome,
-            "evidence": receipt.evidence.to_json(),
-            "verdict": receipt.verdict,
-        },
+        "training": _training_section(lineage, corpus).to_json(),
+        "environment_evaluation": _evaluation_section(receipt).to_json(),
     }
     (root / RUN_STATUS_FILE).write_bytes(dumps_pretty(status))
     return TrainRun(root, adapter)

@@ -2,8 +2,9 @@
 
 Field names, order and optional keys are Kiln's (ericflo/kiln ``contracts/kiln-control-
 plane-v1.schema.json`` @7b449586: ``OpenEnvTrainingStatus``, ``TrainingDataProvenance``,
-``TrainingState``); the run status keeps the record as ``training`` (a free JSON field of
-:class:`~kiln_verify.control.status.OpenEnvRunStatus`, which also reads a Kiln server's).
+``TrainingState``); the run status keeps the record as its typed ``training`` section
+(:class:`~kiln_verify.control.status.OpenEnvRunStatus`, which reads a Kiln server's too), so
+it lives here, below the status, beside the training contract.
 
 How this server fills it (docs/training-runs.md):
 

@@ -8,8 +8,8 @@ evaluation engine already writes under Kiln's names (``OpenEnvPolicyIdentity`` =
 :class:`~kiln_verify.openenv.records.summary.RolloutStats`, ``OpenEnvEnvironmentEvalEvidence``
 = :class:`~kiln_verify.openenv.records.evaluation.EnvironmentEvalEvidence`).
 
-The run status keeps the section as JSON (``OpenEnvRunStatus.environment_evaluation``);
-:func:`section_json` is what a run kind stores there.
+The run status keeps the section as its typed ``environment_evaluation``
+(:class:`~kiln_verify.control.status.OpenEnvRunStatus`), so it lives here, below the status.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ __all__ = [
     "EvaluationState",
     "OpenEnvEnvironmentEvalProgress",
     "OpenEnvEnvironmentEvalStatus",
-    "section_json",
 ]
 
 EvaluationState = Literal[
@@ -82,8 +81,3 @@ class OpenEnvEnvironmentEvalStatus(Record):
                 **changes,
             }
         )
-
-
-def section_json(section: OpenEnvEnvironmentEvalStatus) -> dict[str, Any]:
-    """The section as ``run.json`` and the status route carry it."""
-    return section.to_json()
