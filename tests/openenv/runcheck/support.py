@@ -243,9 +243,18 @@ def _training_section(lineage: Any, corpus: bytes) -> OpenEnvTrainingStatus:
     )
 
 
-def _evaluation_section(receipt: EnvironmentEvaluationReceipt) -> OpenEnvEnvironmentEvalStatus:
-    """Kiln's ``environment_evaluation`` section of the evaluation that wrote ``receipt``."""
+def _evaluation_section(
+    root: Path, receipt: EnvironmentEvaluationReceipt
+) -> OpenEnvEnvironmentEvalStatus:
+    """Kiln's ``environment_evaluation`` section of the evaluation that wrote ``receipt``
+    (each side's statistics are its published summary's, as the evaluation stage keeps them)."""
     groups, size = receipt.config.groups, receipt.config.group_size
+    stats = {
+        side: read_summary(
+            (root / ARTIFACT_PATHS[f"environment_eval_{side}_summary"]).read_bytes()
+        ).stats
+        for side in ("baseline", "candidate")
+    }
     return OpenEnvEnvironmentEvalStatus(
         state="completed",
         seed_start=receipt.seed_start,
@@ -260,6 +269,8 @@ def _evaluation_section(receipt: EnvironmentEvaluationReceipt) -> OpenEnvEnviron
             rollouts_completed=groups * size,
             rollouts_total=groups * size,
         ),
+        baseline_stats=stats["baseline"],
+        candidate_stats=stats["candidate"],
         evidence=receipt.evidence,
         outcome=receipt.outcome,
         verdict=receipt.verdict,
@@ -295,7 +306,7 @@ def build_train_run(collected: Collected, base: Path, environment_url: str) -> T
         "artifacts": manifest(root, list(ARTIFACT_PATHS)),
         "training_contract": contract,
         "training": _training_section(lineage, corpus).to_json(),
-        "environment_evaluation": _evaluation_section(receipt).to_json(),
+        "environment_evaluation": _evaluation_section(root, receipt).to_json(),
     }
     (root / RUN_STATUS_FILE).write_bytes(dumps_pretty(status))
     return TrainRun(root, adapter)
