@@ -274,7 +274,11 @@ def check_honoured(config: GrpoConfig) -> None:
 
 
 def runner_options(config: GrpoConfig) -> list[str]:
-    """``train.py``'s options for an admitted configuration (defaults left to the runner)."""
+    """``train.py``'s options for an admitted configuration (defaults left to the runner).
+
+    With a behaviour adapter (``base_adapter``) the LoRA shape flags are left out: the
+    exported input adapter is trained in its own shape and ``train.py`` refuses them next
+    to it (admission refused a ``lora_rank``/``lora_alpha`` other than Kiln's default)."""
     kl_off = config.kl_estimator == "none"
     options = ["--beta", "0.0" if kl_off else repr(config.kl_coeff)]
     if config.learning_rate is not None:
@@ -285,7 +289,9 @@ def runner_options(config: GrpoConfig) -> list[str]:
     options += ["--scale-rewards", "none" if config.advantage_mode == "dr_grpo" else "group"]
     options += ["--loss-type", "dapo" if config.loss_aggregation == "token_level" else "grpo"]
     options += ["--importance-sampling-level", config.is_level]
-    options += ["--lora-rank", str(config.lora_rank), "--lora-alpha", str(int(config.lora_alpha))]
+    if config.base_adapter is None:
+        rank, alpha = str(config.lora_rank), str(int(config.lora_alpha))
+        options += ["--lora-rank", rank, "--lora-alpha", alpha]
     if config.seed is not None:
         options += ["--seed", str(config.seed)]
     if config.optimizer.weight_decay is not None:

@@ -147,7 +147,23 @@ def effective_config(
                 f"it must be omitted or equal {value!r}",
                 fields=(f"training_config.{name}",),
             )
+    if adapter != BASE_ADAPTER:
+        _check_adapter_shape(config, adapter)
     return config.model_copy(update=owned)
+
+
+def _check_adapter_shape(config: GrpoConfig, adapter: str) -> None:
+    """A behaviour adapter is the trainer's starting LoRA, trained in its own shape
+    (``train.py`` refuses shape flags next to an input adapter): a LoRA shape other than
+    Kiln's default cannot be honoured, so it is refused rather than dropped."""
+    default = GrpoConfig()
+    for name in ("lora_rank", "lora_alpha"):
+        if getattr(config, name) != getattr(default, name):
+            raise ApiTrainingConfigUnsupported(
+                f"training_config.{name}: the behaviour adapter {snippet(adapter)} is trained "
+                "in its own LoRA shape; omit it",
+                fields=(f"training_config.{name}",),
+            )
 
 
 def _config(
