@@ -39,7 +39,7 @@ from kiln_verify.hf.manifest import (
     ModelProvenance,
     document_bytes,
 )
-from kiln_verify.hf.manifest.sft import InvalidRowPolicy
+from kiln_verify.hf.manifest.sft import InvalidRowPolicy, SftSource
 from kiln_verify.hf.rerender import TokenRerender
 from kiln_verify.hf.verify import HfBundleReport, verify_hf_archive, verify_hf_bundle
 from kiln_verify.limits import MAX_MODEL_FILE_BYTES
@@ -199,18 +199,24 @@ def export_sft(
     name: str,
     output: str | os.PathLike[str],
     invalid_row_policy: InvalidRowPolicy = "fail",
+    data_source: SftSource = "dataset_path",
+    data_locator: str | None = None,
 ) -> ExportOutcome:
-    """Export an SFT bundle (``NAME.kiln-hf/`` and ``NAME.kiln-hf.tar.gz`` beside it)."""
+    """Export an SFT bundle (``NAME.kiln-hf/`` and ``NAME.kiln-hf.tar.gz`` beside it).
+
+    ``data_source`` is the receipt's ``source``: ``dataset_path`` records the file's
+    absolute path as its locator; any other source (the HTTP registry's ``inline`` rows)
+    records ``data_locator`` instead, since its file is only a staging copy."""
     directory, archive = plan_targets(name, output)
     loaded = source.load()
     snapshot, trl, adapter = loaded.snapshot, loaded.trl, loaded.adapter
-    locator = os.path.abspath(os.fspath(dataset))
+    path = os.path.abspath(os.fspath(dataset))
     ingestion = ingest_sft_file(
-        locator,
+        path,
         policy=invalid_row_policy,
         check=token_checker(trl.decode("utf-8"), snapshot.tokenizer),
-        source="dataset_path",
-        source_locator=locator,
+        source=data_source,
+        source_locator=path if data_source == "dataset_path" else data_locator,
     )
     receipt = ingestion.receipt
     files = loaded.files()

@@ -487,6 +487,17 @@ KILN: Final[dict[str, Kiln]] = {
         },
     ),
     "HfTrlFileIdentity": _k("relative_path size_bytes sha256"),
+    # the export registry's answers (same schema, @40b8a45e; docs/hf-http-export.md)
+    "ExportSummary": _k(
+        "name task export_sha256 source_name row_count ordered_corpus_sha256 input_adapter "
+        "bundle_filename download_url"
+    ),
+    "ExportList": _k("data", children={"data": "ExportSummary"}),
+    "ExportDetail": _k(
+        "summary manifest",
+        children={"summary": "ExportSummary", "manifest": "HfTrlExportManifestV1"},
+    ),
+    "DeleteExportResponse": _k("status name"),
     # --- Kiln's Rust types (no published JSON Schema read) -------------------------------
     "HfTrlTrainingResultV1": _k(
         "schema_version result_type export_sha256 task trainer effective_config output_adapter "
