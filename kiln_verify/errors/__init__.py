@@ -180,6 +180,16 @@ from kiln_verify.errors.hf import (
     TokenStreamForcedMismatch,
     TokenStreamUnrenderable,
 )
+from kiln_verify.errors.hf_import_http import (
+    ApiAdapterAlreadyExists,
+    ApiAdapterLoaded,
+    ApiHfImportFailed,
+    ApiHfImportIdentityMismatch,
+    ApiHfImportInvalid,
+    ApiHfImportTimeout,
+    HfImportAnswerInvalid,
+    HfImportOutcomeUnknown,
+)
 from kiln_verify.errors.openenv import (
     ActionInvalid,
     ActionSchemaInvalid,
@@ -475,4 +485,14 @@ __all__ += [  # the control-plane family (kiln_verify.errors.control)
     "IdempotencyKeyDisagrees",
     "RunEndedUnsuccessfully",
     "RunRequestFileInvalid",
+]
+__all__ += [  # the PEFT import over HTTP (kiln_verify.errors.hf_import_http)
+    "ApiAdapterAlreadyExists",
+    "ApiAdapterLoaded",
+    "ApiHfImportFailed",
+    "ApiHfImportIdentityMismatch",
+    "ApiHfImportInvalid",
+    "ApiHfImportTimeout",
+    "HfImportAnswerInvalid",
+    "HfImportOutcomeUnknown",
 ]

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -52,6 +54,7 @@ from kiln_verify.hf.digests import (
 )
 from kiln_verify.hf.envelope import (
     EXECUTED_SCRIPT,
+    EnvelopeReport,
     check_import_name,
     check_import_sizes,
     materialized_envelope,
@@ -78,6 +81,7 @@ __all__ = [
     "ImportOutcome",
     "InstalledAdapter",
     "import_peft",
+    "install_envelope",
     "require_resident",
     "resident_identity",
     "verify_installed",
@@ -301,35 +305,65 @@ def import_peft(
     ``registry/name/`` (six files); an existing name is refused and left untouched."""
     check_import_name(name)
     registry_dir = ensure_registry(registry)
-    target = registry_dir / name
+    _require_absent(registry_dir / name)
+    with materialized_envelope(bundle, name, registry_dir, scratch_prefix=STAGING_PREFIX) as (
+        envelope,
+        report,
+        _,
+    ):
+        return install_envelope(
+            envelope,
+            report,
+            name=name,
+            model=model,
+            registry_dir=registry_dir,
+            served_model_id=served_model_id,
+        )
+
+
+def _require_absent(target: Path) -> None:
     if os.path.lexists(target):
         raise TargetExists(
             "an adapter with this name is already installed and is never replaced",
             path=str(target),
             hint="choose another --name",
         )
+
+
+def install_envelope(
+    envelope: Path,
+    report: EnvelopeReport,
+    *,
+    name: str,
+    model: str | os.PathLike[str],
+    registry_dir: Path,
+    served_model_id: str | None = None,
+    guard: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> ImportOutcome:
+    """Steps 4-6 of :func:`import_peft` for an envelope already verified (``report``) in a
+    private directory: the resident identity, the structural PEFT check, then the six files
+    staged, verified and published as ``registry_dir/name``. ``guard`` is held around the
+    staging and publication (the server's adapter barrier); the local import holds none."""
+    target = registry_dir / name
     model_shown = os.fspath(model)
-    with materialized_envelope(bundle, name, registry_dir, scratch_prefix=STAGING_PREFIX) as (
-        envelope,
-        report,
-        _,
-    ):
-        export, result = report.export, report.result
-        resident = resident_identity(
-            model,
-            exported_trl_template=(envelope / "training_chat_template.jinja").read_bytes(),
-            served_model_id=served_model_id,
-        )
-        require_resident(resident, export, model_shown)
-        check_adapter(envelope, model)
-        receipt = ImportReceipt.create(
-            adapter_name=name,
-            task=export.task,
-            export_sha256=export.export_sha256,
-            result_sha256=result.result_sha256,
-            resident_model=resident,
-            used_exported_reference_script=report.used_exported_reference_script,
-        )
+    export, result = report.export, report.result
+    resident = resident_identity(
+        model,
+        exported_trl_template=(envelope / "training_chat_template.jinja").read_bytes(),
+        served_model_id=served_model_id,
+    )
+    require_resident(resident, export, model_shown)
+    check_adapter(envelope, model)
+    receipt = ImportReceipt.create(
+        adapter_name=name,
+        task=export.task,
+        export_sha256=export.export_sha256,
+        result_sha256=result.result_sha256,
+        resident_model=resident,
+        used_exported_reference_script=report.used_exported_reference_script,
+    )
+    with guard():
+        _require_absent(target)
         with staged_directory(target, dir_mode=0o755, file_mode=0o644) as stage:
             for relative in _COPIED:
                 stage.copy_file(relative, envelope / relative, max_bytes=MAX_IMPORT_EXPANDED_BYTES)

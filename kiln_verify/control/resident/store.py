@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kiln_verify.control.config import ServerConfig
+from kiln_verify.control.resident.barrier import adapter_barrier
 from kiln_verify.control.resident.names import check_adapter_name
 from kiln_verify.control.resident.records import (
     AdapterDiskEntry,
@@ -192,13 +193,14 @@ def install_adapter(
             f"the server already holds MAX_SERVER_ADAPTERS = {MAX_SERVER_ADAPTERS} adapters"
         )
     try:
-        outcome = import_peft(
-            bundle=bundle,
-            name=name,
-            model=model.path,
-            registry=root,
-            served_model_id=model.served_model_id,
-        )
+        with adapter_barrier(root):  # one publisher at a time (the HTTP import shares it)
+            outcome = import_peft(
+                bundle=bundle,
+                name=name,
+                model=model.path,
+                registry=root,
+                served_model_id=model.served_model_id,
+            )
     except TargetExists:
         raise ApiAdapterExists(f"adapter {name!r} is already installed") from None
     except KilnError as exc:

@@ -9,6 +9,8 @@ family         routes
 ``training``   ``POST /v1/openenv/training/preflight`` (admission; docs/training-admission.md)
 ``metrics``    ``GET /metrics``, ``GET /health``
 ``adapters``   ``GET /v1/adapters`` (the resident model's adapters; docs/resident-model.md)
+``hf_exports`` ``POST``/``GET``/``DELETE /v1/train/hf/.../exports`` (docs/hf-http-export.md)
+``hf_imports`` ``POST /v1/train/hf/peft/imports/{name}`` (docs/hf-http-import.md)
 =============  ===========================================================================
 
 A new family (HF exports, PEFT imports, adapters, the dashboard's static files) is one
@@ -21,7 +23,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from kiln_verify.server.routes import adapters, artifacts, discovery, metrics, runs, training
+from kiln_verify.server.routes import (
+    adapters,
+    artifacts,
+    discovery,
+    hf_exports,
+    hf_imports,
+    metrics,
+    runs,
+    training,
+)
 
 __all__ = ["FAMILIES", "include_all"]
 
@@ -32,6 +43,8 @@ FAMILIES: tuple[tuple[str, APIRouter], ...] = (
     ("training", training.router),
     ("metrics", metrics.router),
     ("adapters", adapters.router),
+    ("hf_exports", hf_exports.router),
+    ("hf_imports", hf_imports.router),
 )
 """Route families in mounting order (the order of the OpenAPI document's paths)."""
 
