@@ -163,3 +163,14 @@ def check_ok(name: str) -> bool:
     except ApiAdapterNameInvalid:
         return False
     return True
+
+
+def test_a_relative_model_directory_is_kept_absolute(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainer child and the exporter do not run in the server's directory: ``serve
+    --model ./model`` must hand them the directory, not the words (a plain-install run of
+    the README's training example failed in ``train.py --base-model model``)."""
+    monkeypatch.chdir(model_dir.parent)
+    assert model_settings(None, "./model") == ModelSettings(model_dir)
+    assert parse_config({"model": {"path": "model"}}).model == ModelSettings(model_dir)

@@ -41,7 +41,9 @@ class ModelSettings:
 
 
 def check_model_dir(path: Path, where: str, source: str | None) -> Path:
-    """``path`` must be an existing directory holding ``config.json``."""
+    """``path`` must be an existing directory holding ``config.json``; returned absolute,
+    because the trainer child and the exporter run elsewhere (``serve --model ./m`` once
+    handed ``train.py`` a ``--base-model m`` it could not find)."""
     if not path.is_dir():
         raise fail(f"{where}: the model directory {str(path)[:200]!r} does not exist", source)
     if not (path / "config.json").is_file():
@@ -50,7 +52,7 @@ def check_model_dir(path: Path, where: str, source: str | None) -> Path:
             source,
             hint="give a local Hugging Face model directory (config.json, tokenizer, weights)",
         )
-    return path
+    return path.absolute()
 
 
 def parse_model(raw: Any, environ: Mapping[str, str], path: str | None) -> ModelSettings | None:
