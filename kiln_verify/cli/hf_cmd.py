@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from kiln_verify.cli.hf_http_import import URL_OPTION, import_peft_report
 from kiln_verify.cli.output import fail, print_json
 from kiln_verify.errors import KilnError
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
@@ -215,11 +216,17 @@ _ADAPTER_NAME = typer.Option(
     metavar="NAME",
     help="Adapter name: 1..128 of [A-Za-z0-9._-], first alphanumeric, no '..'.",
 )
-_REGISTRY = typer.Option(
-    ...,
+_LOCAL_MODEL = typer.Option(
+    None,
+    "--model",
+    metavar="DIR",
+    help="Local import: the resident HF model directory (config, tokenizer, *.safetensors).",
+)
+_LOCAL_REGISTRY = typer.Option(
+    None,
     "--registry",
     metavar="DIR",
-    help="Adapter registry directory (created private if missing); NAME/ is created in it.",
+    help="Local import: adapter registry directory (created private if missing).",
 )
 _ENVELOPE_OUTPUT = typer.Option(
     None,
@@ -233,22 +240,23 @@ _ENVELOPE_OUTPUT = typer.Option(
 def import_peft_command(
     bundle: Path = _BUNDLE,
     name: str = _ADAPTER_NAME,
-    model: Path = _MODEL,
-    registry: Path = _REGISTRY,
+    model: Path | None = _LOCAL_MODEL,
+    registry: Path | None = _LOCAL_REGISTRY,
     served_model_id: str | None = _SERVED,
+    url: str | None = URL_OPTION,
     as_json: bool = _JSON,
 ) -> None:
-    """Verify a completed bundle against the resident model and install its PEFT adapter."""
-    from kiln_verify.hf.importer import import_peft
-
+    """Verify a completed bundle against the resident model and install its PEFT adapter
+    (locally with --model/--registry, or on a server with --url)."""
     _run(
-        lambda: import_peft(
+        lambda: import_peft_report(
             bundle=bundle,
             name=name,
+            url=url,
             model=model,
             registry=registry,
             served_model_id=served_model_id,
-        ).to_json(),
+        ),
         as_json,
     )
 

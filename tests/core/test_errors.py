@@ -66,7 +66,8 @@ def test_codes_are_lowercase_unique_and_complete() -> None:
 
 
 def test_every_error_class_is_defined_in_the_errors_package() -> None:
-    names = ("base", "control", "data", "openenv", "engines", "hf", "trl", "training", "runcheck")
+    names: tuple[str, ...] = ("base", "control", "data", "openenv", "engines", "hf", "trl")
+    names += ("training", "runcheck")
     names += ("hf_import_http",)
     families = {f"{errors.__name__}.{name}" for name in names}
     for cls in ERROR_CLASSES.values():

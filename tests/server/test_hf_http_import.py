@@ -32,11 +32,11 @@ pytest.importorskip("trl")
 
 from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.hf_imports import install, intake
-from kiln_verify.control.hf_imports.records import ImportPeftResponse
 from kiln_verify.control.resident.store import adapters_root
 from kiln_verify.control.sections.model import ModelSettings
 from kiln_verify.hf.envelope import write_envelope_archive
 from kiln_verify.hf.importer import INSTALLED_FILES, import_peft
+from kiln_verify.hf.manifest.http_imports import ImportPeftResponse
 from kiln_verify.limits import MAX_ADAPTER_CONFIG_BYTES, MAX_IMPORT_SCRIPT_BYTES
 from kiln_verify.records import validate_record
 from kiln_verify.server.runner import ServerHandle

@@ -7,6 +7,6 @@ private staging directory ``.hf-peft-import-*`` inside ``<state_dir>/adapters/``
 verifies and installs it in a worker thread (:mod:`.install`) exactly as the local
 ``hf import-peft --model --registry`` does, so both produce the same six files and the
 same ``kiln.hf-trl-import.v1`` receipt. The staging directory is removed whatever
-happens; a refusal installs nothing. :mod:`.records` holds Kiln's answer record and is
-the only module the route imports at start-up.
+happens; a refusal installs nothing. Kiln's answer record, shared with the client, is
+:class:`kiln_verify.hf.manifest.http_imports.ImportPeftResponse`.
 """

@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kiln_verify.control.config import ServerConfig
-from kiln_verify.control.hf_imports.records import ImportPeftResponse
 from kiln_verify.control.resident.barrier import adapter_barrier
 from kiln_verify.control.resident.serving import peek_resident
 from kiln_verify.control.resident.store import adapters_root, listed_names
@@ -52,6 +51,7 @@ from kiln_verify.errors import (
 )
 from kiln_verify.hf.envelope import ENVELOPE_SUFFIX, envelope_rules, verify_envelope
 from kiln_verify.hf.importer import INSTALLED_FILES, install_envelope
+from kiln_verify.hf.manifest.http_imports import ImportPeftResponse
 from kiln_verify.limits import (
     MAX_ERROR_SNIPPET_CHARS,
     MAX_IMPORT_COMPRESSED_BYTES,

@@ -20,11 +20,11 @@ from kiln_verify.control.hf_imports.intake import (
     check_headers,
     receive_body,
 )
-from kiln_verify.control.hf_imports.records import ImportPeftResponse
 from kiln_verify.control.resident.required import require_resident_model
 from kiln_verify.control.resident.store import adapters_root
 from kiln_verify.errors import ApiHfImportFailed, KilnError
 from kiln_verify.hf.importer import STAGING_PREFIX, ensure_registry
+from kiln_verify.hf.manifest.http_imports import ImportPeftResponse
 
 __all__ = ["receive_import"]
 

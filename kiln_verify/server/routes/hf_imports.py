@@ -16,9 +16,9 @@ from fastapi import APIRouter, Request
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from kiln_verify.control.hf_imports.records import ImportPeftResponse
 from kiln_verify.control.status import ApiErrorBody
 from kiln_verify.errors import ApiHfImportInvalid
+from kiln_verify.hf.manifest.http_imports import ImportPeftResponse
 from kiln_verify.server.responses import json_response
 from kiln_verify.server.routes.common import registry
 
