@@ -1,4 +1,5 @@
-"""Training admission: from a preflight body (or a train run request) to Kiln's receipt.
+"""Training admission of a preflight body: from the request to Kiln's receipt (a `kind=train`
+run request is admitted by the same rules in its run kind, `control.kinds.train_admission`).
 
 :func:`preflight` answers ``POST /v1/openenv/training/preflight`` exactly as §5.8 states:
 the request rules (:mod:`~kiln_verify.control.training.rules`), the GRPO configuration read
@@ -22,8 +23,7 @@ from typing import Any, Final, Protocol
 
 from kiln_verify.control.admission import parse_body
 from kiln_verify.control.config import ServerConfig
-from kiln_verify.control.metrics import ControlMetrics
-from kiln_verify.control.request import BASE_ADAPTER, OpenEnvRunRequest
+from kiln_verify.control.request import BASE_ADAPTER
 from kiln_verify.control.resident.required import require_resident_model
 from kiln_verify.control.training import rules
 from kiln_verify.control.training.effective import check_honoured, read_training_config
@@ -38,7 +38,6 @@ from kiln_verify.errors import (
     ApiAdapterUnknown,
     ApiCapacityFull,
     ApiTrainingConfigUnsupported,
-    ControlApiError,
     snippet,
 )
 from kiln_verify.records import validate_record
@@ -48,7 +47,6 @@ __all__ = [
     "BEHAVIOUR_STATE_KEY",
     "BehaviourSource",
     "ResidentBehaviour",
-    "admit_run",
     "capacity_snapshot",
     "effective_config",
     "preflight",
@@ -187,41 +185,6 @@ async def preflight(
     auto_load = True if request.auto_load is None else request.auto_load
     config = _config(
         request.training_config, output_adapter=output, adapter=adapter, auto_load=auto_load
-    )
-    rules.check_output_free(output, source.installed())
-    identity = await source.behaviour(adapter)
-    return OpenEnvTrainingPreflightReceipt(
-        schema=PREFLIGHT_SCHEMA,
-        effective_config=config,
-        behavior_policy=identity,
-        capacity=capacity,
-    )
-
-
-async def admit_run(
-    request: OpenEnvRunRequest,
-    source: BehaviourSource,
-    capacity: OpenEnvTrainingCapacitySnapshot,
-    metrics: ControlMetrics | None = None,
-) -> OpenEnvTrainingPreflightReceipt:
-    """The same admission for a normalized ``kind=train`` run request: its receipt's
-    :meth:`~OpenEnvTrainingPreflightReceipt.training_contract` is what the run seals. A
-    refusal counts ``kiln_openenv_runs_total{status="training_preflight_rejected"}``."""
-    try:
-        return await _admit_run(request, source, capacity)
-    except ControlApiError:
-        if metrics is not None:
-            metrics.run("training_preflight_rejected")
-        raise
-
-
-async def _admit_run(
-    request: OpenEnvRunRequest, source: BehaviourSource, capacity: OpenEnvTrainingCapacitySnapshot
-) -> OpenEnvTrainingPreflightReceipt:
-    output = rules.check_train_request(request)
-    adapter = rules.behaviour_adapter(request.adapter)
-    config = _config(
-        request.training_config, output_adapter=output, adapter=adapter, auto_load=request.auto_load
     )
     rules.check_output_free(output, source.installed())
     identity = await source.behaviour(adapter)

@@ -132,8 +132,9 @@ def check_output_free(output_adapter: str, installed: Collection[str]) -> None:
 
 def check_train_request(request: OpenEnvRunRequest) -> str:
     """Rules 1-5 for a normalized ``kind=train`` run request; its output adapter. The GRPO
-    configuration and rule 6 follow in :func:`~kiln_verify.control.training.preflight.
-    admit_run`, in the preflight's order."""
+    configuration and rule 6 follow in the run kind's admission
+    (:func:`~kiln_verify.control.kinds.train_admission.admit_train`), in the preflight's
+    order."""
     output = check_adapters(behaviour_adapter(request.adapter), request.output_adapter)
     check_post_eval(request.post_eval)
     check_environment_eval(

@@ -21,16 +21,17 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.control.config import ServerConfig
-from kiln_verify.control.metrics import ControlMetrics, Gauges
+from kiln_verify.control.kinds import train_admission
+from kiln_verify.control.kinds.train_admission import admit_train
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.resident.store import adapters_root
 from kiln_verify.control.sections.model import ModelSettings
 from kiln_verify.control.training.effective import FIELDS
-from kiln_verify.control.training.preflight import admit_run, capacity_snapshot
 from kiln_verify.errors import ControlApiError
 from kiln_verify.server.runner import start_in_thread
 from kiln_verify.testing.serve import ServeProcess
 from tests import models
+from tests.control.support import resident_config
 from tests.control.training.support import FixedSource
 from tests.openenv.records.kiln_published import differences
 
@@ -201,20 +202,25 @@ _REFUSED = st.one_of(  # (training_config, code), each case written out by hand
 )
 
 
-def _admit(request: dict[str, Any]) -> None:
-    source = FixedSource()
-    capacity = capacity_snapshot(checked_unix_ms=1, queued=0, tracked=0, max_tracked=8)
-    metrics = ControlMetrics(lambda: Gauges(0, 0, 0))
-    try:
-        asyncio.run(admit_run(OpenEnvRunRequest.from_json(request), source, capacity, metrics))
-    except ControlApiError:
-        assert metrics.runs["training_preflight_rejected"] == 1
-        raise
+@pytest.fixture(scope="module")
+def admission(tmp_path_factory: pytest.TempPathFactory) -> ServerConfig:
+    """A server configuration with a resident model directory that is never loaded: every
+    refusal comes before the behaviour policy is asked for."""
+    root = tmp_path_factory.mktemp("admission")
+    (root / "model").mkdir()
+    (root / "model" / "config.json").write_text("{}")
+    return resident_config(root / "state", root / "model")
+
+
+def _admit(request: dict[str, Any], config: ServerConfig) -> None:
+    """The production admission of a ``kind=train`` run (what ``POST /v1/openenv/runs``
+    calls, and what the run seals)."""
+    admit_train(OpenEnvRunRequest.from_json(request), config, evaluates=True)
 
 
 @given(case=_REFUSED)
 def test_a_config_the_trainer_cannot_honour_is_refused_before_any_contact(
-    case: tuple[dict[str, Any], str], recorder: Recorder
+    case: tuple[dict[str, Any], str], recorder: Recorder, admission: ServerConfig
 ) -> None:
     training_config, code = case
     request = {
@@ -224,7 +230,7 @@ def test_a_config_the_trainer_cannot_honour_is_refused_before_any_contact(
         "training_config": training_config,
     }
     with pytest.raises(ControlApiError) as refused:
-        _admit(request)
+        _admit(request, admission)
     assert refused.value.code == code, (training_config, refused.value.rule)
     assert recorder.accepted == 0
 
@@ -239,7 +245,9 @@ def test_a_config_the_trainer_cannot_honour_is_refused_before_any_contact(
         ({"adapter": "out-1"}, "openenv_training_request_invalid"),
     ],
 )
-def test_train_request_rules(fields: dict[str, Any], code: str, recorder: Recorder) -> None:
+def test_train_request_rules(
+    fields: dict[str, Any], code: str, recorder: Recorder, admission: ServerConfig
+) -> None:
     request = {
         "kind": "train",
         "environment_urls": [recorder.url],
@@ -251,12 +259,18 @@ def test_train_request_rules(fields: dict[str, Any], code: str, recorder: Record
     if fields == {"kind": "train"}:
         del request["output_adapter"]
     with pytest.raises(ControlApiError) as refused:
-        _admit(request)
+        _admit(request, admission)
     assert refused.value.code == code
     assert recorder.accepted == 0
 
 
-def test_an_evaluation_right_after_training_with_a_gate_is_admitted(recorder: Recorder) -> None:
+def test_an_evaluation_right_after_training_with_a_gate_is_admitted(
+    recorder: Recorder, admission: ServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fixed(config: ServerConfig, adapter: str) -> Any:
+        return asyncio.run(FixedSource().behaviour(adapter))
+
+    monkeypatch.setattr(train_admission, "_behaviour", fixed)
     request = {
         "kind": "train",
         "environment_urls": [recorder.url],
@@ -265,7 +279,7 @@ def test_an_evaluation_right_after_training_with_a_gate_is_admitted(recorder: Re
         "groups": 8,
         "environment_eval": {"seed_start": 13, "gate": {}},
     }
-    _admit(request)
+    _admit(request, admission)
     assert recorder.accepted == 0
 
 
