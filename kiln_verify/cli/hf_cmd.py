@@ -12,9 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from kiln_verify.cli.hf_http_export import (
+    EXPORT_URL,
+    KEEP_SERVER_COPY,
+    SERVER_URL,
+    delete_report,
+    http_export_report,
+    list_report,
+    local_only,
+)
 from kiln_verify.cli.hf_http_import import URL_OPTION, import_peft_report
 from kiln_verify.cli.output import fail, print_json
-from kiln_verify.errors import KilnError
+from kiln_verify.errors import KilnError, UsageError
 from kiln_verify.hf.manifest.sft import InvalidRowPolicy
 
 __all__ = ["hf_app"]
@@ -28,10 +37,13 @@ hf_app = typer.Typer(
 )
 
 _MODEL = typer.Option(
-    ...,
+    None,
     "--model",
     metavar="DIR",
-    help="The resident HF model directory (config, tokenizer, chat template, *.safetensors).",
+    help=(
+        "The resident HF model directory (config, tokenizer, chat template, *.safetensors); "
+        "required without --url."
+    ),
 )
 _NAME = typer.Option(
     ..., "--name", metavar="NAME", help="Export name: 1..128 of [A-Za-z0-9_-], first alphanumeric."
@@ -64,7 +76,7 @@ _ADAPTER = typer.Option(
     None,
     "--input-adapter",
     metavar="DIR",
-    help="Optional PEFT adapter directory training starts from.",
+    help="Optional PEFT adapter directory training starts from (with --url: a server adapter).",
 )
 _SERVED = typer.Option(
     None,
@@ -74,7 +86,13 @@ _SERVED = typer.Option(
 )
 _JSON = typer.Option(False, "--json", help="Print the report (or the error) as JSON.")
 _SFT_FILE = typer.Option(
-    ..., "--file", metavar="FILE", help='SFT messages JSONL ({"messages": [...]} per line).'
+    None,
+    "--file",
+    metavar="FILE",
+    help='SFT messages JSONL ({"messages": [...]} per line); with --url a path on the server.',
+)
+_DATASET = typer.Option(
+    None, "--dataset", metavar="NAME", help="With --url: a dataset registered on the server."
 )
 _POLICY = typer.Option(
     "fail",
@@ -82,10 +100,13 @@ _POLICY = typer.Option(
     help="fail (abort on the first bad row) or skip (record and skip it).",
 )
 _GRPO_FILE = typer.Option(
-    ...,
+    None,
     "--file",
     metavar="FILE",
-    help="Canonical compact final-LF JSONL of GRPO groups with rollout provenance.",
+    help=(
+        "Canonical compact final-LF JSONL of GRPO groups with rollout provenance "
+        "(with --url: a path on the server)."
+    ),
 )
 _PATH = typer.Argument(
     ..., metavar="PATH", help="NAME.kiln-hf.tar.gz, or a NAME.kiln-hf bundle directory."
@@ -124,8 +145,8 @@ def _exported(outcome: ExportOutcome) -> dict[str, Any]:
 
 @hf_app.command("export-sft")
 def export_sft_command(
-    model: Path = _MODEL,
-    file: Path = _SFT_FILE,
+    model: Path | None = _MODEL,
+    file: Path | None = _SFT_FILE,
     name: str = _NAME,
     invalid_row_policy: InvalidRowPolicy = _POLICY,
     split_manifest: Path | None = _SPLIT,
@@ -133,22 +154,42 @@ def export_sft_command(
     input_adapter: Path | None = _ADAPTER,
     served_model_id: str | None = _SERVED,
     output: Path | None = _OUTPUT,
+    url: str | None = EXPORT_URL,
+    dataset: str | None = _DATASET,
+    keep_server_copy: bool = KEEP_SERVER_COPY,
     as_json: bool = _JSON,
 ) -> None:
-    """Export an immutable, verified SFT bundle and its deterministic archive."""
+    """Export an immutable, verified SFT bundle and its deterministic archive (locally, or
+    on a server with --url: create, download, verify, publish, delete the server copy)."""
     from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.export.writer import export_sft
 
     def action() -> dict[str, Any]:
+        if url is not None:
+            local_only(url, model=model, training_template=training_template)
+            local_only(url, served_model_id=served_model_id)
+            return http_export_report(
+                url,
+                "sft",
+                name=name,
+                output=output,
+                file=None if file is None else str(file),
+                dataset=dataset,
+                invalid_row_policy=invalid_row_policy,
+                input_adapter=None if input_adapter is None else str(input_adapter),
+                split_manifest=split_manifest,
+                keep_server_copy=keep_server_copy,
+            )
+        model_dir, dataset_file = _local(model, file, dataset=dataset)
         outcome = export_sft(
             ExportSource(
-                model=model,
+                model=model_dir,
                 training_template=training_template,
                 input_adapter=input_adapter,
                 served_model_id=served_model_id,
                 split_manifest=split_manifest,
             ),
-            dataset=file,
+            dataset=dataset_file,
             name=name,
             output=_output(name, output),
             invalid_row_policy=invalid_row_policy,
@@ -160,36 +201,90 @@ def export_sft_command(
 
 @hf_app.command("export-grpo")
 def export_grpo_command(
-    model: Path = _MODEL,
-    file: Path = _GRPO_FILE,
+    model: Path | None = _MODEL,
+    file: Path | None = _GRPO_FILE,
     name: str = _NAME,
     split_manifest: Path | None = _SPLIT,
     training_template: Path | None = _TEMPLATE,
     input_adapter: Path | None = _ADAPTER,
     served_model_id: str | None = _SERVED,
     output: Path | None = _OUTPUT,
+    url: str | None = EXPORT_URL,
+    keep_server_copy: bool = KEEP_SERVER_COPY,
     as_json: bool = _JSON,
 ) -> None:
-    """Export an immutable, verified recorded-GRPO bundle and its deterministic archive."""
+    """Export an immutable, verified recorded-GRPO bundle and its deterministic archive
+    (locally, or on a server with --url)."""
     from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.export.writer import export_grpo
 
     def action() -> dict[str, Any]:
+        if url is not None:
+            local_only(url, model=model, training_template=training_template)
+            local_only(url, served_model_id=served_model_id)
+            return http_export_report(
+                url,
+                "grpo",
+                name=name,
+                output=output,
+                file=None if file is None else str(file),
+                input_adapter=None if input_adapter is None else str(input_adapter),
+                split_manifest=split_manifest,
+                keep_server_copy=keep_server_copy,
+            )
+        model_dir, dataset_file = _local(model, file)
         outcome = export_grpo(
             ExportSource(
-                model=model,
+                model=model_dir,
                 training_template=training_template,
                 input_adapter=input_adapter,
                 served_model_id=served_model_id,
                 split_manifest=split_manifest,
             ),
-            dataset=file,
+            dataset=dataset_file,
             name=name,
             output=_output(name, output),
         )
         return _exported(outcome)
 
     _run(action, as_json)
+
+
+def _local(
+    model: Path | None, file: Path | None, *, dataset: str | None = None
+) -> tuple[Path, Path]:
+    """The local form's required options (``--dataset`` is only for ``--url``)."""
+    if dataset is not None:
+        raise UsageError("--dataset names a server dataset: it needs --url")
+    if model is None or file is None:
+        raise UsageError("a local export needs --model and --file (or give --url)")
+    return model, file
+
+
+_DELETE_NAME = typer.Option(..., "--name", metavar="NAME", help="The server export to delete.")
+_DELETE_SHA = typer.Option(
+    None,
+    "--export-sha256",
+    metavar="DIGEST",
+    help="Delete only this identity (If-Match); omitted: an unconditioned operator delete.",
+)
+
+
+@hf_app.command("list")
+def list_command(url: str = SERVER_URL, as_json: bool = _JSON) -> None:
+    """List the server's retained HF/TRL exports."""
+    _run(lambda: list_report(url), as_json)
+
+
+@hf_app.command("delete")
+def delete_command(
+    url: str = SERVER_URL,
+    name: str = _DELETE_NAME,
+    export_sha256: str | None = _DELETE_SHA,
+    as_json: bool = _JSON,
+) -> None:
+    """Delete one server export (only the identity given by --export-sha256, if given)."""
+    _run(lambda: delete_report(url, name, export_sha256), as_json)
 
 
 @hf_app.command("verify")

@@ -103,7 +103,7 @@ def _parse_head(block: bytes) -> tuple[int, dict[str, str]]:
     return int(status_line[1]), headers
 
 
-def _connect(base_url: str) -> tuple[socket.socket, str]:
+def _connect(base_url: str, timeout: float) -> tuple[socket.socket, str]:
     parts = urlsplit(base_url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -114,15 +114,22 @@ def _connect(base_url: str) -> tuple[socket.socket, str]:
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
     except OSError as exc:
         raise ControlTransport(f"cannot connect to {snippet(parts.netloc)}: {exc}") from None
-    sock.settimeout(HTTP_REQUEST_TIMEOUT_S)
+    sock.settimeout(timeout)
     return sock, parts.netloc
 
 
 @contextmanager
-def raw_get(base_url: str, path: str, headers: Mapping[str, str]) -> Iterator[RawResponse]:
-    """``GET base_url + path`` with ``Connection: close``; the response before its body."""
+def raw_get(
+    base_url: str,
+    path: str,
+    headers: Mapping[str, str],
+    *,
+    timeout: float = HTTP_REQUEST_TIMEOUT_S,
+) -> Iterator[RawResponse]:
+    """``GET base_url + path`` with ``Connection: close``; the response before its body.
+    ``timeout`` bounds every wait for the server (its headers, each read of the body)."""
     prefix = urlsplit(base_url).path.rstrip("/")
-    sock, netloc = _connect(base_url)
+    sock, netloc = _connect(base_url, timeout)
     try:
         response = _request(sock, netloc, f"{prefix}{path}", headers)
         yield response
