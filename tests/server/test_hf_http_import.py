@@ -14,6 +14,7 @@ import gzip
 import io
 import json
 import random
+import shutil
 import socket
 import tarfile
 import time
@@ -34,13 +35,15 @@ from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.hf_imports import install, intake
 from kiln_verify.control.resident.store import adapters_root
 from kiln_verify.control.sections.model import ModelSettings
-from kiln_verify.hf.envelope import write_envelope_archive
+from kiln_verify.core.safe_tar import write_tar_gz
+from kiln_verify.hf.envelope import ENVELOPE_FILES, write_envelope_archive
 from kiln_verify.hf.importer import INSTALLED_FILES, import_peft
 from kiln_verify.hf.manifest.http_imports import ImportPeftResponse
 from kiln_verify.limits import MAX_ADAPTER_CONFIG_BYTES, MAX_IMPORT_SCRIPT_BYTES
 from kiln_verify.records import validate_record
 from kiln_verify.server.runner import ServerHandle
 from tests.control.support import client_of, resident_config, running
+from tests.hf.importer.test_import import _reseal_adapter_config as reseal_adapter_config
 from tests.hostile import test_archive_hostile as hostile
 
 ROUTE = "/v1/train/hf/peft/imports/"
@@ -354,3 +357,22 @@ def test_another_models_result_is_an_identity_mismatch(
         )
     assert (answer.status_code, code(answer)) == (409, "hf_trl_import_identity_mismatch")
     assert disk(other) == []
+
+
+def test_a_self_consistent_adapter_the_model_cannot_load_is_refused(
+    http: httpx.Client, config: ServerConfig, completed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A wrong rank resealed into the result: every digest agrees, the structure does not."""
+    bundle = Path(shutil.copytree(completed[1], tmp_path / "copy" / completed[1].name))
+    adapter_config = json.loads((bundle / "adapter_config.json").read_text())
+    adapter_config["r"] += 2
+    reseal_adapter_config(bundle, adapter_config)
+    root = tmp_path / "wide.kiln-hf-import"
+    root.mkdir()
+    for file in ENVELOPE_FILES:
+        shutil.copyfile(bundle / file, root / file)
+    write_tar_gz(root, tmp_path / "wide.tar.gz", root_name=root.name)
+    body = (tmp_path / "wide.tar.gz").read_bytes()
+    answer = refused(http, config, "wide", body, headers=GZIP)
+    assert (answer.status_code, code(answer)) == (400, "hf_trl_import_invalid")
+    assert answer.json()["error"]["message"].startswith("adapter_unloadable")
