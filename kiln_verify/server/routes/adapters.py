@@ -3,8 +3,9 @@
 Kiln's route and record (``contracts/kiln-http-api-v1.openapi.json``,
 ``kiln-artifacts-v1.schema.json``); the other adapter routes Kiln serves (load, unload,
 upload, merge, delete, detail, download, receipt) are not served here: an adapter enters
-only through the verified import a training run performs, and each run names its own
-adapter, so there is nothing to load or unload (docs/resident-model.md). Without a
+only through a verified import (a training run's, or Kiln's HTTP PEFT import,
+:mod:`kiln_verify.server.routes.hf_imports`), and each run names its own adapter, so
+there is nothing to load or unload (docs/resident-model.md). Without a
 resident model the route answers ``model_not_loaded`` (409). The listing verifies every
 installed directory, so it runs in a worker thread; the resident model's modules are
 imported on the first request, never at start-up.
