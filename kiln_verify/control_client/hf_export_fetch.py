@@ -34,7 +34,6 @@ from kiln_verify.limits import HASH_CHUNK_BYTES
 __all__ = ["FetchedExport", "fetch_export"]
 
 ARCHIVE_MODE = 0o600
-_RULES = bundle_rules(completed=False)
 
 
 @dataclass(frozen=True)
@@ -46,11 +45,12 @@ class FetchedExport:
 
 
 def _verify(staged: str, scratch_parent: Path, name: str, export_sha256: str) -> HfBundleReport:
+    root = f"{name}.kiln-hf"
     try:
         with (
             tempfile.TemporaryDirectory(prefix=".kiln-hf-verify-", dir=scratch_parent) as scratch,
             extracted_tar_gz(
-                staged, scratch, expected_root=f"{name}.kiln-hf", rules=_RULES
+                staged, scratch, expected_root=root, rules=bundle_rules(completed=False)
             ) as extracted,
         ):
             report = verify_hf_bundle(extracted)

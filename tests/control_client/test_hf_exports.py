@@ -237,3 +237,29 @@ def test_a_failed_cleanup_keeps_the_verified_archive_and_says_how_to_retry(
     )
     assert out.read_bytes() == honest.archive
     clean(tmp_path, out.name)
+
+
+def test_grpo_export_over_http_is_the_local_export(
+    server: ServerHandle, tiny_model: Path, tmp_path: Path
+) -> None:
+    from kiln_verify.hf.export import export_grpo
+    from tests.hf.grpo_corpus import synthetic_groups, write_groups
+
+    corpus = write_groups(tmp_path / "groups.jsonl", synthetic_groups(tiny_model))
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "grpo_1.kiln-hf.tar.gz"
+    code, report = cli(
+        "hf", "export-grpo", "--url", server.base_url, "--name", "grpo_1",
+        "--file", str(corpus), "--output", str(out),
+    )  # fmt: skip
+    assert code == 0, report
+    assert (report["task"], report["row_count"]) == ("grpo", 2)
+    local = export_grpo(
+        ExportSource(model=tiny_model),
+        dataset=corpus,
+        name="grpo_1",
+        output=tmp_path / "grpo_1.kiln-hf.tar.gz",
+        source_name=str(corpus),
+    )
+    assert out.read_bytes() == local.archive.read_bytes()
+    clean(tmp_path / "out", out.name)

@@ -226,3 +226,19 @@ def test_a_damaged_export_is_refused_but_removable_unconditioned(
     assert http.delete(f"{EXPORTS}/damaged").status_code == 200
     assert entries(registry) == []
     assert kiln("ExportList", http.get(EXPORTS).json()) == {"data": []}
+
+
+def test_inline_bodies_are_bounded_by_the_export_limit_not_the_control_limit(
+    http: httpx.Client, registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kiln_verify.limits import MAX_CONTROL_REQUEST_BYTES
+    from kiln_verify.server import limits as server_limits
+
+    padding = "p" * (MAX_CONTROL_REQUEST_BYTES + 1)
+    big = [{"messages": [{"role": "user", "content": padding}, *ROWS[0]["messages"][1:]]}]
+    accepted = http.post(SFT, json={"name": "big_1", "examples": big})
+    assert accepted.status_code == 201, accepted.text  # over 1 MiB, under 256 MiB
+    monkeypatch.setitem(server_limits.ROUTE_LIMITS, SFT, 4096)
+    refused = http.post(SFT, json={"name": "big_2", "examples": big})
+    assert (refused.status_code, code(refused)) == (413, "openenv_request_too_large")
+    assert entries(registry) == ["big_1.kiln-hf"]
