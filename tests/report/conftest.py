@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from kiln_verify.openenv.evaluate import evaluate_bundles
 from kiln_verify.openenv.records.evaluation import EnvironmentEvalGate
 from kiln_verify.report.conformance_input import read_conformance_report
 from kiln_verify.testing.bundles import FixtureBundle, build_fixture_bundle
-from tests.report.chromium import Chromium, find_chromium
+from tests.browser import launch_or_skip
 
 HOSTILE = (
     "<script>document.title='PWNED'</script>"
@@ -161,14 +160,9 @@ def evaluation(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 @pytest.fixture(scope="session")
 def chromium() -> Any:
-    """A headless Chromium for the session; skipped (with the reason) where there is none,
-    unless ``KILN_REQUIRE_BROWSER=1`` (CI), which turns the skip into a failure."""
-    executable = find_chromium()
-    if executable is None:
-        if os.environ.get("KILN_REQUIRE_BROWSER") == "1":
-            pytest.fail("KILN_REQUIRE_BROWSER=1 but no chromium executable is on PATH")
-        pytest.skip("no chromium on PATH (Debian: apt-get install -y chromium)")
-    browser = Chromium(executable)
+    """A headless Chromium for the session (skipped with the reason where there is none,
+    a failure instead under ``KILN_REQUIRE_BROWSER=1``: :func:`tests.browser.launch_or_skip`)."""
+    browser = launch_or_skip()
     try:
         yield browser
     finally:

@@ -15,7 +15,7 @@ from kiln_verify.report.bundle_facts import gather
 from kiln_verify.report.document import fmt
 from kiln_verify.report.evaluation import load_evaluation
 from kiln_verify.testing.bundles import FixtureBundle
-from tests.report.chromium import Chromium, PageVisit, ink_fraction
+from tests.browser import Chromium, PageVisit, ink_fraction
 
 PROBES = {
     "active": "document.querySelectorAll('script,img,iframe,object,embed,link').length",

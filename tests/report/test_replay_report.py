@@ -25,7 +25,7 @@ from oracle.base import Outcome
 from oracle.envs.counter import CounterEnvironment
 from oracle.runner import ServerConfig, start_server
 from tests.openenv.replay.conftest import collect_bundle
-from tests.report.chromium import Chromium, ink_fraction
+from tests.browser import Chromium, ink_fraction
 from tests.report.conftest import HOSTILE
 from tests.report.pages import chart_tables, elements
 

@@ -1,11 +1,13 @@
-"""Headless Chromium driven over the Chrome DevTools Protocol, for the report browser tests.
+"""Headless Chromium driven over the Chrome DevTools Protocol, for the browser tests.
 
 Only what the tests need: start Debian's ``chromium`` with a fresh profile and the flags
-that keep it off the network of its own accord, open one page, and report what a person
-would get: console errors, uncaught exceptions, every network request the page made, the
-rendered text, DOM queries and a PNG screenshot. The protocol runs over the browser's
-own WebSocket with the ``websockets`` synchronous client (already a dependency), so no
-browser-automation package is needed.
+that keep it off the network of its own accord, open a page (a report file, or the
+dashboard of a running server) in a :class:`Tab`, act on it with JavaScript, and report
+what a person would get: console errors, uncaught exceptions, every network request the
+page made, the rendered text, DOM queries, downloads and a PNG screenshot. The protocol
+runs over the browser's own WebSocket with the ``websockets`` synchronous client (already a
+dependency), so no browser-automation package is needed. Used by tests/report (the static
+reports) and tests/server/ui (the dashboard).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from websockets.sync.client import ClientConnection, connect
 
 FLAGS = (
@@ -60,6 +63,7 @@ class PageVisit:
     text: str = ""
     screenshot: bytes = b""
     probes: dict[str, Any] = field(default_factory=dict)
+    network_errors: list[str] = field(default_factory=list)
 
 
 class Chromium:
@@ -148,36 +152,120 @@ class Chromium:
 
     def visit(self, path: Path, probes: dict[str, str] | None = None) -> PageVisit:
         """Load ``path`` in a fresh tab; evaluate each probe expression after the load."""
-        url = path.resolve().as_uri()
-        events: list[dict[str, Any]] = []
-        target = self._send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self._send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
+        tab = self.open(path.resolve().as_uri())
+        try:
+            tab.visit.text = str(tab.evaluate("document.body.innerText"))
+            for name, expression in (probes or {}).items():
+                tab.visit.probes[name] = tab.evaluate(expression)
+            tab.visit.screenshot = tab.screenshot()
+        finally:
+            visit = tab.close()
+        return visit
+
+    def open(self, url: str) -> Tab:
+        """A fresh tab showing ``url`` once its load event fired; close it with
+        :meth:`Tab.close`, which returns what the page did."""
+        return Tab(self, url)
+
+    def _drain(self, events: list[dict[str, Any]]) -> None:
+        assert self._socket is not None
+        while True:
+            try:
+                events.append(json.loads(self._socket.recv(timeout=0.05)))
+            except TimeoutError:
+                return
+
+
+class Tab:
+    """One page of the browser: evaluate JavaScript in it, wait for a condition, take a
+    screenshot, accept downloads; :meth:`close` reports its console and network events."""
+
+    def __init__(self, browser: Chromium, url: str) -> None:
+        self._browser = browser
+        self.events: list[dict[str, Any]] = []
+        self.visit = PageVisit(url)
+        self._target = browser._send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self._session = browser._send(
+            "Target.attachToTarget", {"targetId": self._target, "flatten": True}
+        )["sessionId"]
         try:
             for domain in ("Page", "Runtime", "Log", "Network"):
-                self._send(f"{domain}.enable", session=session, events=events)
-            events.clear()  # what about:blank did is not the report's
-            self._send("Page.navigate", {"url": url}, session=session, events=events)
-            self._wait_for("Page.loadEventFired", events)
-            visit = PageVisit(url)
-            text = self._evaluate("document.body.innerText", session, events)
-            visit.text = str(text)
-            for name, expression in (probes or {}).items():
-                visit.probes[name] = self._evaluate(expression, session, events)
-            shot = self._send(
-                "Page.captureScreenshot",
-                {"format": "png", "captureBeyondViewport": False},
-                session=session,
-                events=events,
-            )
-            visit.screenshot = base64.b64decode(shot["data"])
-            time.sleep(0.2)  # let late console or network events arrive
-            self._drain(events)
-        finally:
-            self._send("Target.closeTarget", {"targetId": target})
-        for event in events:
-            if event.get("sessionId") != session:
+                self._send(f"{domain}.enable")
+            self.events.clear()  # what about:blank did is not the page's
+            self._send("Page.navigate", {"url": url})
+            browser._wait_for("Page.loadEventFired", self.events)
+        except BaseException:
+            self.close()
+            raise
+
+    def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._browser._send(method, params, session=self._session, events=self.events)
+
+    def evaluate(self, expression: str) -> Any:
+        """The JSON value of ``expression`` (a promise is awaited)."""
+        result = self._send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"probe {expression!r} failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = LOAD_TIMEOUT_S) -> Any:
+        """Evaluate ``expression`` until it is truthy; its value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"still false after {timeout} s: {expression}")
+            time.sleep(0.05)
+
+    def screenshot(self) -> bytes:
+        shot = self._send(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}
+        )
+        return base64.b64decode(shot["data"])
+
+    def allow_downloads(self, folder: Path) -> None:
+        """Save this browser's downloads into ``folder``, each named by its download id."""
+        self._browser._send(
+            "Browser.setDownloadBehavior",
+            {"behavior": "allowAndName", "downloadPath": str(folder), "eventsEnabled": True},
+            events=self.events,
+        )
+
+    def wait_download(self, folder: Path, timeout: float = LOAD_TIMEOUT_S) -> Path:
+        """The file of the next download that completes (after :meth:`allow_downloads`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.events:
+                params = event.get("params", {})
+                if event.get("method") == "Browser.downloadProgress" and params.get("state") in (
+                    "completed",
+                    "canceled",
+                ):
+                    assert params["state"] == "completed", "the download was cancelled"
+                    event["method"] = "seen"
+                    return folder / str(params["guid"])
+            if time.monotonic() > deadline:
+                raise TimeoutError("no download completed")
+            self.evaluate("0")  # lets pending events arrive
+            time.sleep(0.05)
+
+    def close(self) -> PageVisit:
+        """Close the tab; the page's console errors and requests, sorted out of its events.
+
+        Log entries of source ``network`` (an answer with a 4xx/5xx status, a refused
+        connection) are kept apart in ``network_errors``: a typed refusal the page shows
+        is no script error, and every request is in ``requests`` anyway."""
+        time.sleep(0.1)  # let late console or network events arrive
+        self._browser._drain(self.events)
+        self._browser._send("Target.closeTarget", {"targetId": self._target})
+        visit = self.visit
+        for event in self.events:
+            if event.get("sessionId") != self._session:
                 continue
             method, params = event.get("method"), event.get("params", {})
             if method == "Network.requestWillBeSent":
@@ -187,27 +275,13 @@ class Chromium:
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
                 visit.console_errors.append(json.dumps(params.get("args"))[:500])
             elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-                visit.console_errors.append(params["entry"].get("text", "")[:500])
+                entry = params["entry"]
+                errors = visit.network_errors if entry.get("source") == "network" else None
+                (visit.console_errors if errors is None else errors).append(
+                    f"{entry.get('url', '')} {entry.get('text', '')}"[:500]
+                )
+        self.events.clear()
         return visit
-
-    def _evaluate(self, expression: str, session: str, events: list[dict[str, Any]]) -> Any:
-        result = self._send(
-            "Runtime.evaluate",
-            {"expression": expression, "returnByValue": True},
-            session=session,
-            events=events,
-        )
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"probe {expression!r} failed: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def _drain(self, events: list[dict[str, Any]]) -> None:
-        assert self._socket is not None
-        while True:
-            try:
-                events.append(json.loads(self._socket.recv(timeout=0.05)))
-            except TimeoutError:
-                return
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
@@ -267,6 +341,17 @@ def ink_fraction(data: bytes, step: int = 4) -> float:
             sampled += 1
             differing += row[x : x + 3] != background
     return differing / sampled
+
+
+def launch_or_skip() -> Chromium:
+    """A headless Chromium; the test is skipped (with the reason) where there is none,
+    unless ``KILN_REQUIRE_BROWSER=1`` (CI), which turns the skip into a failure."""
+    executable = find_chromium()
+    if executable is None:
+        if os.environ.get("KILN_REQUIRE_BROWSER") == "1":
+            pytest.fail("KILN_REQUIRE_BROWSER=1 but no chromium executable is on PATH")
+        pytest.skip("no chromium on PATH (Debian: apt-get install -y chromium)")
+    return Chromium(executable)
 
 
 def environment_ok() -> bool:
