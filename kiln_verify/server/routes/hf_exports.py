@@ -19,6 +19,7 @@ request and kept on the application's state.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import TYPE_CHECKING, Any, Final
 
@@ -172,18 +173,31 @@ class _Download(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch(receive, gone))
         try:
             async with self.service.download(self.name) as (summary, chunks):
                 start = {"type": "http.response.start", "status": 200, "headers": _headers(summary)}
                 started = True
                 await send(start)
                 async for chunk in chunks:
+                    if gone.is_set():
+                        return  # the client left: stop compressing, release the lock
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except ControlApiError as exc:
             if started:
                 raise
             await error_response(exc)(scope, receive, send)
+        finally:
+            watcher.cancel()
+
+
+async def _watch(receive: Receive, gone: asyncio.Event) -> None:
+    """Set ``gone`` when the client disconnects (the request body is already read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
 
 
 def _headers(summary: ExportSummary) -> list[tuple[bytes, bytes]]:

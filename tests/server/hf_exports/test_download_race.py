@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 
 from kiln_verify.hf.verify import verify_hf_archive
+from kiln_verify.server.runner import ServerHandle
+from tests.control.support import client_of
 from tests.hf.export.conftest import ROWS
 from tests.server.hf_exports.kit import code, created, entries
 
@@ -23,6 +25,8 @@ ADAPTER_BYTES = 16 * 1024 * 1024
 
 def _big_adapter(state_dir: Path) -> None:
     adapter = state_dir / "adapters" / "big"
+    if adapter.exists():
+        return
     adapter.mkdir(parents=True)
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 2, "lora_alpha": 4}))
     (adapter / "adapter_model.safetensors").write_bytes(os.urandom(ADAPTER_BYTES))
@@ -60,3 +64,22 @@ def test_delete_waits_for_the_download_to_end(
     assert entries(registry) == []
     again = http.get("/v1/train/hf/exports/raced/download")
     assert (again.status_code, code(again)) == (404, "hf_trl_export_not_found")
+
+
+def test_an_abandoned_download_releases_the_registry(
+    http: httpx.Client, registry: Path, state_dir: Path, server: ServerHandle
+) -> None:
+    _big_adapter(state_dir)
+    body = {"name": "left", "examples": ROWS, "input_adapter": "big"}
+    created(http.post("/v1/train/hf/sft/exports", json=body))
+    with (
+        client_of(server) as other,
+        other.stream("GET", "/v1/train/hf/exports/left/download") as response,
+    ):
+        next(response.iter_raw(64 * 1024))
+    # the connection is closed mid-archive: the lock must come back, not wait forever
+    started = time.monotonic()
+    deleted = http.delete("/v1/train/hf/exports/left", timeout=20)
+    assert deleted.status_code == 200
+    assert time.monotonic() - started < 10
+    assert entries(registry) == []
