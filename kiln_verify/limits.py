@@ -183,22 +183,22 @@ MAX_IMPORT_SCRIPT_BYTES: Final = 16 * MiB
 MAX_IMPORT_ARTIFACT_BYTES: Final = 512 * MiB
 """Each other identity artifact of an import envelope (model config, tokenizer, templates)."""
 
-HF_IMPORT_BODY_IDLE_TIMEOUT_S: Final = 60.0
+HTTP_IMPORT_BODY_IDLE_TIMEOUT_S: Final = 60.0
 """``POST /v1/train/hf/peft/imports/{name}``: seconds the server waits for the next body
 chunk before answering ``hf_trl_import_timeout`` (408) and removing its staging."""
 
-HF_IMPORT_UPLOAD_CHUNK_BYTES: Final = 256 * KiB
+HTTP_IMPORT_UPLOAD_CHUNK_BYTES: Final = 256 * KiB
 """Each chunk of the import body ``hf import-peft --url`` generates and sends."""
 
-HF_IMPORT_UPLOAD_QUEUE_CHUNKS: Final = 4
+HTTP_IMPORT_UPLOAD_QUEUE_CHUNKS: Final = 4
 """Chunks the upload may hold between the worker that archives and the connection that
 sends (the body is never buffered whole)."""
 
-HF_IMPORT_RESPONSE_IDLE_TIMEOUT_S: Final = 120.0
+HTTP_IMPORT_RESPONSE_IDLE_TIMEOUT_S: Final = 120.0
 """``hf import-peft --url``: idle read timeout on the answer (the server verifies and
 installs before it answers)."""
 
-MAX_HF_IMPORT_RESPONSE_BYTES: Final = 4 * MiB
+MAX_HTTP_IMPORT_RESPONSE_BYTES: Final = 4 * MiB
 """The JSON answer (or error) ``hf import-peft --url`` reads from the import route."""
 
 # --- OpenEnv wire (kiln-openenv-contract §8.1) ------------------------------------------

@@ -13,7 +13,7 @@ plus the five copied files) and file count are known in advance.
 The body is the deterministic ``NAME.kiln-hf-import`` USTAR + gzip archive
 (:func:`kiln_verify.core.safe_tar.write_tar_gz`, the bytes ``hf envelope`` writes), made by
 a worker thread and handed to the connection through a queue of at most
-``HF_IMPORT_UPLOAD_QUEUE_CHUNKS`` chunks of ``HF_IMPORT_UPLOAD_CHUNK_BYTES``, within
+``HTTP_IMPORT_UPLOAD_QUEUE_CHUNKS`` chunks of ``HTTP_IMPORT_UPLOAD_CHUNK_BYTES``, within
 ``MAX_IMPORT_COMPRESSED_BYTES``: neither the adapter nor the archive is ever held whole.
 
 The answer decides one of three outcomes. HTTP 201 with one JSON content type, one strong
@@ -62,11 +62,11 @@ from kiln_verify.hf.importer import IMPORT_MANIFEST, INSTALLED_FILES
 from kiln_verify.hf.manifest import ImportReceipt, ResidentModelIdentity, document_bytes
 from kiln_verify.hf.manifest.http_imports import ImportPeftResponse
 from kiln_verify.limits import (
-    HF_IMPORT_RESPONSE_IDLE_TIMEOUT_S,
-    HF_IMPORT_UPLOAD_CHUNK_BYTES,
-    HF_IMPORT_UPLOAD_QUEUE_CHUNKS,
     HTTP_CONNECT_TIMEOUT_S,
-    MAX_HF_IMPORT_RESPONSE_BYTES,
+    HTTP_IMPORT_RESPONSE_IDLE_TIMEOUT_S,
+    HTTP_IMPORT_UPLOAD_CHUNK_BYTES,
+    HTTP_IMPORT_UPLOAD_QUEUE_CHUNKS,
+    MAX_HTTP_IMPORT_RESPONSE_BYTES,
     MAX_IMPORT_COMPRESSED_BYTES,
 )
 from kiln_verify.openenv.protocol.urls import normalize_base_url
@@ -117,7 +117,7 @@ class _Channel:
     """The archive writer's output: cut into chunks and queued for the connection."""
 
     def __init__(self) -> None:
-        self.chunks: queue.Queue[object] = queue.Queue(maxsize=HF_IMPORT_UPLOAD_QUEUE_CHUNKS)
+        self.chunks: queue.Queue[object] = queue.Queue(maxsize=HTTP_IMPORT_UPLOAD_QUEUE_CHUNKS)
         self.stop = threading.Event()
         self.failure: BaseException | None = None
         self._pending = bytearray()
@@ -142,9 +142,9 @@ class _Channel:
                 observed=self._total,
             )
         self._pending += data
-        while len(self._pending) >= HF_IMPORT_UPLOAD_CHUNK_BYTES:
-            self._put(bytes(self._pending[:HF_IMPORT_UPLOAD_CHUNK_BYTES]))
-            del self._pending[:HF_IMPORT_UPLOAD_CHUNK_BYTES]
+        while len(self._pending) >= HTTP_IMPORT_UPLOAD_CHUNK_BYTES:
+            self._put(bytes(self._pending[:HTTP_IMPORT_UPLOAD_CHUNK_BYTES]))
+            del self._pending[:HTTP_IMPORT_UPLOAD_CHUNK_BYTES]
         return len(data)
 
     def flush(self) -> None:
@@ -201,8 +201,8 @@ def _read(response: httpx.Response, name: str) -> bytes:
     data = bytearray()
     for chunk in response.iter_bytes():
         data += chunk
-        if len(data) > MAX_HF_IMPORT_RESPONSE_BYTES:
-            raise _invalid(name, f"more than MAX_HF_IMPORT_RESPONSE_BYTES = {len(data)} bytes")
+        if len(data) > MAX_HTTP_IMPORT_RESPONSE_BYTES:
+            raise _invalid(name, f"more than MAX_HTTP_IMPORT_RESPONSE_BYTES = {len(data)} bytes")
     return bytes(data)
 
 
@@ -228,7 +228,7 @@ def _judge(
         )
     try:
         answer = validate_record(
-            ImportPeftResponse, loads(body, max_bytes=MAX_HF_IMPORT_RESPONSE_BYTES)
+            ImportPeftResponse, loads(body, max_bytes=MAX_HTTP_IMPORT_RESPONSE_BYTES)
         )
     except KilnError as exc:
         raise _invalid(name, f"a body that is not Kiln's ImportPeftResponse ({exc.code})") from None
@@ -255,7 +255,7 @@ def import_over_http(bundle: str | os.PathLike[str], name: str, url: str) -> dic
         channel = _Channel()
         worker = threading.Thread(target=channel.produce, args=(envelope,), daemon=True)
         sent = [False]
-        timeout = httpx.Timeout(HF_IMPORT_RESPONSE_IDLE_TIMEOUT_S, connect=HTTP_CONNECT_TIMEOUT_S)
+        timeout = httpx.Timeout(HTTP_IMPORT_RESPONSE_IDLE_TIMEOUT_S, connect=HTTP_CONNECT_TIMEOUT_S)
         headers = {"content-type": "application/gzip", "accept": "application/json"}
         worker.start()
         try:

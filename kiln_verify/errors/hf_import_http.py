@@ -48,7 +48,7 @@ class ApiHfImportIdentityMismatch(_CausedApiError):
 class ApiHfImportTimeout(ControlApiError):
     code = "hf_trl_import_timeout"
     http_status = 408
-    default_hint = "send the body without pauses longer than HF_IMPORT_BODY_IDLE_TIMEOUT_S"
+    default_hint = "send the body without pauses longer than HTTP_IMPORT_BODY_IDLE_TIMEOUT_S"
 
 
 class ApiHfImportFailed(_CausedApiError):

@@ -317,7 +317,7 @@ def test_every_cap_exceeded_by_one_byte(
 def test_a_stalled_body_times_out_with_nothing_kept(
     server: ServerHandle, config: ServerConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(intake, "HF_IMPORT_BODY_IDLE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(intake, "HTTP_IMPORT_BODY_IDLE_TIMEOUT_S", 0.3)
     before = disk(config)
     host, port = server.base_url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:

@@ -70,18 +70,21 @@ def cli(*args: str) -> tuple[int, dict[str, Any]]:
     return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
 
 
-def upload_leftovers() -> list[str]:
-    return sorted(p.name for p in Path(tempfile.gettempdir()).glob(".kiln-hf-import-upload-*"))
-
-
 def test_the_cli_imports_over_http_exactly_what_it_predicted(
-    server: ServerHandle, config: ServerConfig, completed: tuple[Path, Path], tmp_path: Path
+    server: ServerHandle,
+    config: ServerConfig,
+    completed: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     model, bundle = completed
-    before, leftovers = tree(bundle), upload_leftovers()
+    scratch = tmp_path / "tmp"  # where the client's private envelope goes
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = tree(bundle)
     code, report = cli("--bundle", str(bundle), "--name", "cli.v1", "--url", server.base_url)
     assert code == 0, report
-    local = import_peft(bundle=bundle, name="cli.v1", model=model, registry=tmp_path)
+    local = import_peft(bundle=bundle, name="cli.v1", model=model, registry=tmp_path / "reg")
     assert report["import_sha256"] == local.installed.receipt.import_sha256
     assert report["size_bytes"] == local.installed.installed_bytes
     assert report["content_revision"] == local.installed.content_revision
@@ -89,7 +92,7 @@ def test_the_cli_imports_over_http_exactly_what_it_predicted(
         installed = adapters_root(config) / "cli.v1" / file
         assert installed.read_bytes() == (local.directory / file).read_bytes(), file
     assert tree(bundle) == before  # the bundle is only read
-    assert upload_leftovers() == leftovers  # the private envelope is gone
+    assert list(scratch.iterdir()) == []  # the private envelope is gone
 
     code, again = cli("--bundle", str(bundle), "--name", "cli.v1", "--url", server.base_url)
     assert code == 1

@@ -10,7 +10,7 @@ refused before the server spends a byte of disk on it (kiln-hf-trl-contract §5.
   at most ``MAX_IMPORT_COMPRESSED_BYTES``;
 - the body, streamed into a new private file inside the staging directory: at most
   ``MAX_IMPORT_COMPRESSED_BYTES`` bytes whatever the headers said, never empty, and no pause
-  longer than ``HF_IMPORT_BODY_IDLE_TIMEOUT_S`` between two chunks (``hf_trl_import_timeout``,
+  longer than ``HTTP_IMPORT_BODY_IDLE_TIMEOUT_S`` between two chunks (``hf_trl_import_timeout``,
   408). Disk writes and the final ``fsync`` run in worker threads.
 
 The caps are read from this module's globals at call time (tests lower them).
@@ -33,7 +33,7 @@ from kiln_verify.errors import (
 from kiln_verify.hf.envelope import check_import_name
 from kiln_verify.limits import (
     HASH_CHUNK_BYTES,
-    HF_IMPORT_BODY_IDLE_TIMEOUT_S,
+    HTTP_IMPORT_BODY_IDLE_TIMEOUT_S,
     MAX_IMPORT_COMPRESSED_BYTES,
 )
 
@@ -97,7 +97,7 @@ def _write_all(fd: int, data: bytes) -> None:
 async def receive_body(chunks: AsyncIterator[bytes], staging: Path) -> int:
     """Stream the request body into ``staging/envelope.tar.gz`` (created new, 0600, synced);
     returns its size. The caller removes ``staging`` whatever happens."""
-    idle = HF_IMPORT_BODY_IDLE_TIMEOUT_S
+    idle = HTTP_IMPORT_BODY_IDLE_TIMEOUT_S
     cap = MAX_IMPORT_COMPRESSED_BYTES
     fd = os.open(staging / ARCHIVE_NAME, _NEW_FILE, 0o600)
     try:
@@ -111,7 +111,7 @@ async def receive_body(chunks: AsyncIterator[bytes], staging: Path) -> int:
                 break
             except TimeoutError:
                 raise ApiHfImportTimeout(
-                    f"no body bytes arrived for {idle:g} s (HF_IMPORT_BODY_IDLE_TIMEOUT_S); "
+                    f"no body bytes arrived for {idle:g} s (HTTP_IMPORT_BODY_IDLE_TIMEOUT_S); "
                     "nothing was installed"
                 ) from None
             total += len(chunk)
