@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,7 +26,7 @@ from kiln_verify.cli import collection_options as opts
 from kiln_verify.cli.help import one_of
 from kiln_verify.cli.output import fail, print_json
 from kiln_verify.cli.progress import CollectionProgress, run_interruptible
-from kiln_verify.errors import KilnError
+from kiln_verify.errors import KilnError, UsageError
 from kiln_verify.openenv.collect import (
     DEFAULT_DATASET,
     DEFAULT_REPLAY,
@@ -38,6 +38,9 @@ from kiln_verify.openenv.collect import (
     run_collection,
 )
 from kiln_verify.openenv.policy.registry import POLICY_NAMES, build_policy, parse_policy_options
+
+if TYPE_CHECKING:
+    from kiln_verify.openenv.collect.journaled import JournaledCollection
 
 __all__ = ["register"]
 
@@ -114,8 +117,31 @@ def _rollout(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print paths and statistics (or the error) as JSON.")
     ] = False,
+    journal: Annotated[
+        str | None,
+        typer.Option(
+            "--journal",
+            metavar="DIR",
+            help="Journal each finished group into DIR (docs/resume-and-shards.md).",
+        ),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the collection journaled in --journal.")
+    ] = False,
+    groups_range: Annotated[
+        str | None,
+        typer.Option(
+            "--groups-range",
+            metavar="A:B",
+            help="Collect groups A..B-1 of the plan into --journal: a shard for `openenv merge`.",
+        ),
+    ] = None,
 ) -> None:
     """Collect rollouts into a corpus, a replay manifest and a summary, published together."""
+    if journal is not None or resume or groups_range is not None:
+        _journaled(flags, output, replay_output, summary_output, force, grpo_output, policy,
+                   policy_option, as_json, journal, resume, groups_range)  # fmt: skip
+        return
     try:
         embedded = flags.embedded()
         controls = dataclasses.replace(
@@ -145,6 +171,117 @@ def _rollout(
         print_json(report)
         return
     Console().print(_table(bundle, controls.grpo_output))
+
+
+def _groups_range(text: str | None) -> range | None:
+    if text is None:
+        return None
+    start, colon, stop = text.partition(":")
+    if not colon or not start.isdigit() or not stop.isdigit():
+        raise UsageError(
+            f"`groups_range` must be A:B (two group numbers), not {text!r}",
+            fields=("groups_range",),
+        )
+    return range(int(start), int(stop))
+
+
+def _journaled(
+    flags: opts.CollectionFlags,
+    output: str,
+    replay_output: str,
+    summary_output: str,
+    force: bool,
+    grpo_output: str | None,
+    policy: str,
+    policy_option: list[str] | None,
+    as_json: bool,
+    journal: str | None,
+    resume: bool,
+    groups_range: str | None,
+) -> None:
+    """``--journal``/``--resume``/``--groups-range``: the journaled collection."""
+    try:
+        if journal is None:
+            raise UsageError("`resume` and `groups_range` need `journal`", fields=("journal",))
+        if not flags.environment:
+            raise UsageError(
+                "`journal` needs `environments`: the embedded oracle listens on a new port "
+                "each run, so a journal of it could never be resumed",
+                fields=("journal", "environments"),
+            )
+        groups = _groups_range(groups_range)
+        controls = dataclasses.replace(
+            flags.controls(),
+            output=output,
+            replay_output=replay_output,
+            summary_output=summary_output,
+            force=force,
+            grpo_output=grpo_output,
+        )
+        behaviour = build_policy(policy, parse_policy_options(policy_option or []))
+        done, bundle = _collect_journaled(
+            controls,
+            behaviour,
+            journal,
+            resume,
+            groups,
+            show_bar=not as_json and sys.stderr.isatty(),
+        )
+    except KilnError as exc:
+        fail(exc, as_json=as_json)
+    if bundle is None:
+        report: dict[str, Any] = {
+            "journal": journal,
+            "groups_range": [done.groups.start, done.groups.stop],
+            "resumed_groups": done.resumed,
+        }
+        if as_json:
+            print_json(report)
+        else:
+            Console().print(
+                f"shard sealed: groups {done.groups.start}..{done.groups.stop - 1} in {journal} "
+                f"({done.resumed} read back from the journal)"
+            )
+        return
+    if as_json:
+        print_json(
+            {
+                "summary": controls.summary_output,
+                "dataset": controls.output,
+                "replay": controls.replay_output,
+                "journal": journal,
+                "resumed_groups": done.resumed,
+                "stats": bundle.record.stats.to_json(),
+            }
+        )
+        return
+    Console().print(_table(bundle))
+
+
+def _collect_journaled(
+    controls: CollectionControls,
+    policy: Any,
+    journal: str,
+    resume: bool,
+    groups: range | None,
+    *,
+    show_bar: bool,
+) -> tuple[JournaledCollection, Bundle | None]:
+    from kiln_verify.openenv.collect.journaled import run_journaled
+
+    planned = len(groups) if groups is not None else controls.options.groups
+    progress = CollectionProgress("rollout", planned, planned * controls.options.group_size)
+    with progress.renderer(terminal=show_bar) as hook:
+
+        async def main() -> tuple[JournaledCollection, Bundle | None]:
+            try:
+                return await run_journaled(
+                    controls, policy, journal, resume=resume, groups=groups, progress=hook
+                )
+            finally:
+                await policy.aclose()
+
+        return run_interruptible(main, progress, outputs=controls.summary_output)
 
 
 def _collect(controls: CollectionControls, policy: Any, *, show_bar: bool) -> Bundle:

@@ -271,3 +271,85 @@ class TaskApiInvalid(OpenEnvError):
 
     code = "task_api_invalid"
     default_hint = "name the environment (--environment-name) and split (--split) explicitly"
+
+
+# --- collection journal and shards (docs/resume-and-shards.md) ---------------------------
+
+
+class JournalError(OpenEnvError, abstract=True):
+    """A collection journal (``--journal``) or a shard cannot be used; nothing is published."""
+
+    default_hint = "start a new journal (a new directory) with the controls you want"
+
+
+class JournalInvalid(JournalError):
+    """The directory is not a journal this tool wrote (missing header, foreign files,
+    a gap in the group entries, an unreadable entry)."""
+
+    code = "journal_invalid"
+
+
+class JournalPlanMismatch(JournalError):
+    """The journal was written for another plan (environments, reset plan, groups, group
+    size, seed start or group range); ``fields`` names what differs."""
+
+    code = "journal_plan_mismatch"
+
+
+class JournalControlsChanged(JournalError):
+    """``--resume`` with controls (or a policy) other than the journal's; ``fields`` names
+    each one that differs."""
+
+    code = "journal_controls_changed"
+    default_hint = "resume with exactly the controls and policy the journal was started with"
+
+
+class JournalEntryTampered(JournalError):
+    """An entry's digest, its link to the previous entry or its content disagrees with
+    the journal."""
+
+    code = "journal_entry_tampered"
+
+
+class JournalEntryTruncated(JournalError):
+    """An entry ends before its last byte (entries are written whole by an atomic rename,
+    so a crash cannot leave one short)."""
+
+    code = "journal_entry_truncated"
+
+
+class JournalEnvironmentChanged(JournalError):
+    """An environment inspected on ``--resume`` differs from the one the journal
+    recorded when it started."""
+
+    code = "journal_environment_changed"
+    default_hint = "the environment changed since the journal started; collect again"
+
+
+class ShardIncomplete(JournalError):
+    """A shard given to ``openenv merge`` is not sealed (its range was not finished and
+    revalidated)."""
+
+    code = "shard_incomplete"
+    default_hint = "finish the shard with `openenv rollout --resume` before merging"
+
+
+class ShardMismatch(JournalError):
+    """Shards of different plans, controls, environment identities or policies."""
+
+    code = "shard_mismatch"
+    default_hint = "merge only shards collected with one set of controls and one policy"
+
+
+class ShardOverlap(JournalError):
+    """Two shards cover the same group."""
+
+    code = "shard_overlap"
+    default_hint = "give each group range once"
+
+
+class ShardGap(JournalError):
+    """The shards do not cover the whole plan (a missing range)."""
+
+    code = "shard_gap"
+    default_hint = "collect the missing group range and merge again"

@@ -154,13 +154,15 @@ async def run_groups(
     behavior: BehaviorPolicyIdentity | None = None,
     budget: RetainedBudget | None = None,
     progress: ProgressHook | None = None,
+    on_group: Callable[[CollectedGroup], None] | None = None,
 ) -> list[CollectedGroup]:
     """Run groups ``groups`` (default: all of the plan) and return them in plan order.
 
     ``progress`` hears ``collecting``, then ``episode`` and ``group`` counts out of this
     range's episodes and groups. ``budget`` is the collection's retained budget (a fresh
     one charged with the reset templates when not given); ``behavior`` the policy's
-    identity (computed when not given).
+    identity (computed when not given). ``on_group`` is called with each group as it
+    passes integrity, before the next group starts (the journal writes it there).
     """
     notify = progress or _silent
     planned = _group_range(controls, groups)
@@ -214,6 +216,8 @@ async def run_groups(
             check_integrity(plan, episodes, url)
         # checked: on arrival (the hidden-state check compares the starts) or just now
         collected.append(CollectedGroup.checked_group(plan, episodes))
+        if on_group is not None:
+            on_group(collected[-1])
         notify(ProgressEvent("group", len(collected), len(planned)))
     return collected
 

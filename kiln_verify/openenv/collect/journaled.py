@@ -1,0 +1,223 @@
+"""A collection that survives a crash: the steps of :mod:`.steps` with a journal.
+
+``--journal DIR`` writes each group to the journal (:mod:`.journal`) the moment it passes
+integrity, before the next group starts; once the range is finished and every
+environment revalidated, the journal is sealed. ``--resume`` reads the journal back
+(every entry checked), refuses other controls, another plan, another policy or changed
+environments, and collects only the groups after the last whole entry: a group in flight
+at the crash left no entry and is collected again from scratch. The groups read back are
+the Kiln records the bundle holds, so the bundle is built from them byte for byte as from
+groups just collected.
+
+With ``--groups-range A:B`` the journal collects groups ``A..B-1`` of the whole plan and a
+sealed journal is a *shard* (``openenv merge``); without it, the whole plan is collected,
+built and published, and the sealed journal stays behind (it is the one-shard form of the
+same collection). A resume that finds the bundle already published with exactly the
+journal's bytes (a kill after publication, before exit) reports it published.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kiln_verify.errors import JournalInvalid, TargetExists, UsageError
+from kiln_verify.openenv.collect.bundle import Bundle, build_bundle
+from kiln_verify.openenv.collect.controls import CollectionControls
+from kiln_verify.openenv.collect.engine import (
+    CollectedGroup,
+    Collection,
+    ProgressEvent,
+    ProgressHook,
+    behavior_identity,
+    check_unchanged,
+)
+from kiln_verify.openenv.collect.journal import JournalFiles, JournalWriter, read_journal
+from kiln_verify.openenv.collect.journal_records import (
+    check_environments,
+    check_header,
+    collected_group,
+    journal_group,
+    journal_header,
+    planned_groups,
+)
+from kiln_verify.openenv.collect.plan import ResetPlan, RetainedBudget
+from kiln_verify.openenv.collect.run import check_outputs, output_paths
+from kiln_verify.openenv.collect.steps import (
+    assemble_collection,
+    inspect_environments,
+    publish_bundle,
+    run_groups,
+)
+from kiln_verify.openenv.policy.base import Policy
+
+__all__ = ["JournaledCollection", "collect_journaled", "groups_range", "run_journaled"]
+
+
+def groups_range(controls: CollectionControls, groups: range | None) -> range:
+    """``groups`` checked against the plan (``None``: the whole plan)."""
+    total = controls.options.groups
+    if groups is None:
+        return range(total)
+    if groups.step != 1 or not 0 <= groups.start < groups.stop <= total:
+        raise UsageError(
+            f"`groups_range` must be A:B with 0 <= A < B <= {total} (the plan's groups)",
+            fields=("groups_range",),
+        )
+    return groups
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class JournaledCollection:
+    """A journaled range, finished and sealed; ``collection`` only for the whole plan."""
+
+    journal: Path
+    groups: range
+    resumed: int
+    """Groups read back from the journal rather than collected by this run."""
+    collection: Collection | None
+
+
+def _read(journal: Path, resume: bool) -> JournalFiles | None:
+    if resume:
+        return read_journal(journal)
+    if journal.exists() or journal.is_symlink():
+        if not journal.is_dir() or journal.is_symlink() or any(journal.iterdir()):
+            raise UsageError(
+                "the `journal` directory exists and is not empty; pass `resume` to continue it",
+                path=str(journal),
+                fields=("journal", "resume"),
+            )
+    elif not journal.parent.is_dir():
+        raise JournalInvalid("the journal's parent directory does not exist", path=str(journal))
+    return None
+
+
+async def collect_journaled(
+    controls: CollectionControls,
+    policy: Policy,
+    journal: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    groups: range | None = None,
+    environ: Mapping[str, str] | None = None,
+    progress: ProgressHook | None = None,
+) -> JournaledCollection:
+    """Collect (or finish) a journaled range; refusals come before any network contact
+    where they can (controls, plan, policy, the journal's own checks)."""
+    notify = progress or (lambda event: None)
+    planned = groups_range(controls, groups)
+    if controls.grpo_output is not None:
+        raise UsageError(
+            "`grpo_output` cannot be journaled (the token provenance is not kept in the journal)",
+            fields=("grpo_output", "journal"),
+        )
+    root = Path(journal)
+    reset_plan = ResetPlan.from_templates(controls.reset_templates)
+    budget = RetainedBudget()
+    for template in reset_plan.templates:
+        budget.charge(template, what="a reset template")
+    behavior = behavior_identity(policy)
+    files = _read(root, resume)
+    if files is not None:
+        check_header(files.header, controls, planned, behavior)
+    async with inspect_environments(controls, environ=environ, progress=progress) as found:
+        current = [context.inspection for context in found.contexts]
+        done: list[CollectedGroup] = []
+        if files is None:
+            writer = JournalWriter.create(
+                root, journal_header(controls, planned, behavior, current)
+            )
+            sealed = False
+        else:
+            check_environments(files.header, current)
+            writer = JournalWriter.resume(files)
+            sealed = files.seal is not None
+            size = controls.options.group_size
+            for entry, plan in zip(files.groups, planned_groups(controls, planned), strict=False):
+                source = str(root / f"group-{plan.group_index:08d}.entry")
+                done.append(collected_group(entry, plan, size, source))
+        again = found.first
+        new: list[CollectedGroup] = []
+        if not sealed:
+
+            def record(group: CollectedGroup) -> None:
+                writer.append(journal_group(group, str(writer.last)))
+
+            remaining = range(planned.start + len(done), planned.stop)
+            new = await run_groups(
+                found,
+                controls,
+                policy,
+                remaining,
+                behavior=behavior,
+                budget=budget,
+                progress=progress,
+                on_group=record,
+            )
+            notify(ProgressEvent("revalidating"))
+            again = await found.reinspect()
+            check_unchanged(found.first, again)
+            writer.seal(planned.start, planned.stop)
+        collection = None
+        if planned == range(controls.options.groups):
+            collection = assemble_collection(controls, found, behavior, [*done, *new], again)
+        return JournaledCollection(root, planned, len(done), collection)
+
+
+def _already_published(controls: CollectionControls, bundle: Bundle) -> bool:
+    """Whether every output holds exactly the bundle's bytes (published before a kill)."""
+    expected = (bundle.dataset, bundle.replay, bundle.summary)
+    for path, data in zip(output_paths(controls), expected, strict=True):
+        try:
+            if os.path.getsize(path) != len(data) or Path(path).read_bytes() != data:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+async def run_journaled(
+    controls: CollectionControls,
+    policy: Policy,
+    journal: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    groups: range | None = None,
+    environ: Mapping[str, str] | None = None,
+    progress: ProgressHook | None = None,
+) -> tuple[JournaledCollection, Bundle | None]:
+    """:func:`collect_journaled`, then (whole plan) build and publish the bundle."""
+    notify = progress or (lambda event: None)
+    whole = groups_range(controls, groups) == range(controls.options.groups)
+    if whole:
+        try:
+            check_outputs(controls)  # before any network contact
+        except TargetExists:
+            if not resume:  # a resumed run may have published just before it was killed
+                raise
+    done = await collect_journaled(
+        controls, policy, journal, resume=resume, groups=groups, environ=environ, progress=progress
+    )
+    if done.collection is None:
+        return done, None
+    bundle = build_bundle(done.collection)
+    try:
+        check_outputs(controls)  # recovers what a killed publication left, then checks
+    except TargetExists:
+        if not resume or not _already_published(controls, bundle):
+            raise
+        notify(ProgressEvent("published"))
+        return done, bundle
+    notify(ProgressEvent("publishing"))
+    publish_bundle(
+        bundle,
+        controls.output,
+        controls.replay_output,
+        controls.summary_output,
+        force=controls.force,
+    )
+    notify(ProgressEvent("published"))
+    return done, bundle
