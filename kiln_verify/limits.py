@@ -536,8 +536,5 @@ compresses and the connection that sends (the stream is never buffered whole).""
 HF_EXPORT_IDLE_TIMEOUT_S: Final = 120.0
 """The CLI's idle read timeout on every export request and the download body."""
 
-HF_EXPORT_CONNECT_TIMEOUT_S: Final = 30.0
-"""The CLI's connect timeout to the export server."""
-
 MAX_HF_EXPORT_RESPONSE_BYTES: Final = 4 * MiB
 """A JSON answer the CLI reads from the export routes (create, list, delete, errors)."""
