@@ -17,6 +17,13 @@ echo "== pytest"
 # longest modules first in the order tests/conftest.py sets (hence no xdist reordering).
 # Arguments come after these, so `-n 0` runs serially and `--shuffle SEED` runs the modules
 # and their tests in a random order (docs/performance.md, "Test suite wall time").
+# Compiled bytecode is kept (__pycache__, git-ignored): where PYTHONDONTWRITEBYTECODE is set,
+# every worker re-compiles and re-rewrites every test module it collects (~7 s CPU each) and
+# each of the suite's hundreds of `kiln-verify` and oracle child processes re-compiles the
+# package from source (~0.25 s CPU each). The package is compiled once, up front, so the
+# workers and their children do not race to do it (docs/performance.md).
+unset PYTHONDONTWRITEBYTECODE
+python -m compileall -q -j 0 kiln_verify oracle pytest_kiln >/dev/null
 workers=$(python -c 'import os; print(len(os.sched_getaffinity(0)) + 1)')
 set +e
 python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
