@@ -203,6 +203,8 @@ def _publish(built: Path, root: Path, name: str) -> None:
 def create_sft(config: ServerConfig, root: Path, request: SftExportRequest) -> ExportSummary:
     """``POST /v1/train/hf/sft/exports`` (blocking, registry lock held)."""
     path = request.dataset_path
+    if request.dataset is not None and not _present(request.dataset):
+        raise ApiHfTrlInvalidRequest("dataset must not be blank")
     _one_source(
         {
             "examples": bool(request.examples),

@@ -7,8 +7,8 @@ detail and the download run the complete pristine verifier first
 as intact and never served. Deletion renames the export to a private
 ``.deleting-NAME-<hex>`` name (one atomic step: from then on the name is free), syncs the
 registry, removes the tree and syncs again. With an expected identity (``If-Match``) a
-different or unreadable identity is refused (412); without one, only the registry entry's
-shape is checked, so a damaged export stays removable.
+different identity is refused (412) and an unreadable one fails (500, as in Kiln); without
+one, only the registry entry's shape is checked, so a damaged export stays removable.
 """
 
 from __future__ import annotations
@@ -83,10 +83,9 @@ def delete_export(root: Path, name: str, expected: str | None) -> None:
     if expected is not None:
         try:
             found = read_summary(directory, name).export_sha256
-        except KilnError as exc:
-            raise ApiHfTrlExportPrecondition(
-                f"export {name}'s identity cannot be read ({exc.code}), so it cannot be "
-                f"{snippet(expected)}",
+        except KilnError as exc:  # Kiln's answer: a server error, not a precondition
+            raise ApiHfTrlExportFailed(
+                f"export {name}'s identity cannot be read ({exc.code}: {exc.rule})",
                 hint="inspect it, then delete it without If-Match",
             ) from None
         if found != expected:

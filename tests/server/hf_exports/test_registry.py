@@ -128,6 +128,7 @@ def test_http_and_local_exports_are_the_same_bytes(
         (SFT, {"name": "x", "dataset_path": "relative.jsonl"}, 400, None),
         (SFT, {"name": "x", "dataset_path": "/nonexistent/rows.jsonl"}, 400, None),
         (SFT, {"name": "x", "dataset": "corrections:active"}, 400, None),
+        (SFT, {"name": "x", "examples": ROWS, "dataset": " "}, 400, None),
         (SFT, {"name": "x", "examples": ROWS, "unknown": 1}, 400, None),
         (SFT, {"name": "-x", "examples": ROWS}, 400, None),
         (SFT, {"name": "x" * 129, "examples": ROWS}, 400, None),
@@ -214,15 +215,14 @@ def test_a_damaged_export_is_refused_but_removable_unconditioned(
     for answer in (http.get(f"{EXPORTS}/damaged"), http.get(f"{EXPORTS}/damaged/download")):
         assert (answer.status_code, code(answer)) == (500, "hf_trl_export_failed")
         assert "etag" not in answer.headers
+    other = http.delete(f"{EXPORTS}/damaged", headers={"If-Match": f'"sha256:{"1" * 64}"'})
+    assert (other.status_code, code(other)) == (412, "hf_trl_export_precondition_failed")
     (registry / "damaged.kiln-hf" / "kiln_hf_export.json").write_text("{broken")
     assert code(http.get(EXPORTS)) == "hf_trl_export_failed"
     conditioned = http.delete(
         f"{EXPORTS}/damaged", headers={"If-Match": f'"{summary["export_sha256"]}"'}
     )
-    assert (conditioned.status_code, code(conditioned)) == (
-        412,
-        "hf_trl_export_precondition_failed",
-    )
+    assert (conditioned.status_code, code(conditioned)) == (500, "hf_trl_export_failed")
     assert http.delete(f"{EXPORTS}/damaged").status_code == 200
     assert entries(registry) == []
     assert kiln("ExportList", http.get(EXPORTS).json()) == {"data": []}
