@@ -33,6 +33,7 @@ _REGISTERED: dict[str, str] = {
     "verify": "kiln_verify.cli.openenv_verify",
     "verify-run": "kiln_verify.cli.openenv_verify_run",
     "rollout": "kiln_verify.cli.openenv_rollout",
+    "merge": "kiln_verify.cli.openenv_merge",
     "replay": "kiln_verify.cli.openenv_replay",
     "evaluate": "kiln_verify.cli.openenv_evaluate",
     "runs": "kiln_verify.cli.openenv_runs",
