@@ -13,6 +13,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typer.testing import CliRunner
 from kiln_verify.cli import app
 from kiln_verify.control.config import ServerConfig
 from kiln_verify.control.resident.store import adapters_root
+from kiln_verify.control_client import hf_import
 from kiln_verify.control_client.hf_import import predict_answer
 from kiln_verify.hf.envelope import materialized_envelope
 from kiln_verify.hf.importer import INSTALLED_FILES, import_peft
@@ -260,3 +262,23 @@ def test_answers_a_real_server_cannot_give_are_never_accepted(
         assert (code, report["error"]["code"]) == (1, expected), (case, report)
         if expected != "control_http_status":
             assert "may already be installed" in report["error"]["rule"], case
+
+
+def test_a_body_over_the_compressed_cap_stops_and_installs_nothing(
+    server: ServerHandle,
+    config: ServerConfig,
+    completed: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cap lowered under this archive: the upload stops mid-body with the local code,
+    and the server, seeing a truncated body, installs nothing and keeps no staging."""
+    monkeypatch.setattr(hf_import, "HTTP_IMPORT_UPLOAD_CHUNK_BYTES", 4096)  # chunks flow
+    monkeypatch.setattr(hf_import, "MAX_IMPORT_COMPRESSED_BYTES", 20 * 1024)  # body ~37 KB
+    root = adapters_root(config)
+    before = sorted(p.name for p in root.iterdir()) if root.exists() else []
+    code, report = cli("--bundle", str(completed[1]), "--name", "capped", "--url", server.base_url)
+    assert (code, report["error"]["code"]) == (1, "limit_exceeded")
+    deadline = time.monotonic() + 10
+    while sorted(p.name for p in root.iterdir()) != before:  # the server cleans up async
+        assert time.monotonic() < deadline, sorted(p.name for p in root.iterdir())
+        time.sleep(0.05)
