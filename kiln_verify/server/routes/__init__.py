@@ -11,6 +11,7 @@ family         routes
 ``adapters``   ``GET /v1/adapters`` (the resident model's adapters; docs/resident-model.md)
 ``hf_exports`` ``POST``/``GET``/``DELETE /v1/train/hf/.../exports`` (docs/hf-http-export.md)
 ``hf_imports`` ``POST /v1/train/hf/peft/imports/{name}`` (docs/hf-http-import.md)
+``ui``         ``GET /ui/`` and its static files, the dashboard (docs/control-plane.md)
 =============  ===========================================================================
 
 A new family (HF exports, PEFT imports, adapters, the dashboard's static files) is one
@@ -32,6 +33,7 @@ from kiln_verify.server.routes import (
     metrics,
     runs,
     training,
+    ui,
 )
 
 __all__ = ["FAMILIES", "include_all"]
@@ -45,6 +47,7 @@ FAMILIES: tuple[tuple[str, APIRouter], ...] = (
     ("adapters", adapters.router),
     ("hf_exports", hf_exports.router),
     ("hf_imports", hf_imports.router),
+    ("ui", ui.router),
 )
 """Route families in mounting order (the order of the OpenAPI document's paths)."""
 
