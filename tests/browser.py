@@ -201,6 +201,23 @@ class Tab:
     def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return self._browser._send(method, params, session=self._session, events=self.events)
 
+    def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Any DevTools command on this page (``Fetch.enable``, ...); its result."""
+        return self._send(method, params)
+
+    def wait_event(self, method: str, timeout: float = LOAD_TIMEOUT_S) -> dict[str, Any]:
+        """The parameters of the next not yet taken event ``method`` (page or browser)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.events:
+                if event.get("method") == method:
+                    event["method"] = f"taken:{method}"
+                    params: dict[str, Any] = event.get("params", {})
+                    return params
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {method} event in {timeout} s")
+            self._browser._drain(self.events)
+
     def evaluate(self, expression: str) -> Any:
         """The JSON value of ``expression`` (a promise is awaited)."""
         result = self._send(
@@ -237,22 +254,13 @@ class Tab:
         )
 
     def wait_download(self, folder: Path, timeout: float = LOAD_TIMEOUT_S) -> Path:
-        """The file of the next download that completes (after :meth:`allow_downloads`)."""
+        """The file of the next download that ends (after :meth:`allow_downloads`)."""
         deadline = time.monotonic() + timeout
         while True:
-            for event in self.events:
-                params = event.get("params", {})
-                if event.get("method") == "Browser.downloadProgress" and params.get("state") in (
-                    "completed",
-                    "canceled",
-                ):
-                    assert params["state"] == "completed", "the download was cancelled"
-                    event["method"] = "seen"
-                    return folder / str(params["guid"])
-            if time.monotonic() > deadline:
-                raise TimeoutError("no download completed")
-            self.evaluate("0")  # lets pending events arrive
-            time.sleep(0.05)
+            params = self.wait_event("Browser.downloadProgress", deadline - time.monotonic())
+            if params["state"] != "inProgress":
+                assert params["state"] == "completed", "the download was cancelled"
+                return folder / str(params["guid"])
 
     def close(self) -> PageVisit:
         """Close the tab; the page's console errors and requests, sorted out of its events.
