@@ -275,10 +275,14 @@ def test_a_body_over_the_compressed_cap_stops_and_installs_nothing(
     monkeypatch.setattr(hf_import, "HTTP_IMPORT_UPLOAD_CHUNK_BYTES", 4096)  # chunks flow
     monkeypatch.setattr(hf_import, "MAX_IMPORT_COMPRESSED_BYTES", 20 * 1024)  # body ~37 KB
     root = adapters_root(config)
-    before = sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+    def listing() -> list[str]:
+        return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+    before = listing()
     code, report = cli("--bundle", str(completed[1]), "--name", "capped", "--url", server.base_url)
     assert (code, report["error"]["code"]) == (1, "limit_exceeded")
     deadline = time.monotonic() + 10
-    while sorted(p.name for p in root.iterdir()) != before:  # the server cleans up async
-        assert time.monotonic() < deadline, sorted(p.name for p in root.iterdir())
+    while listing() != before:  # the server cleans up after the truncated body
+        assert time.monotonic() < deadline, listing()
         time.sleep(0.05)
