@@ -54,6 +54,7 @@ __all__ = [
     "JournalWriter",
     "entry_name",
     "frame",
+    "only_leftovers",
     "read_journal",
     "unframe",
 ]
@@ -122,6 +123,11 @@ class JournalFiles:
     @property
     def next_group(self) -> int:
         return self.header.groups_start + len(self.groups)
+
+
+def only_leftovers(path: Path) -> bool:
+    """Whether the directory holds nothing but what killed writes left (``.partial``)."""
+    return all(_PARTIAL.fullmatch(entry.name) for entry in path.iterdir())
 
 
 def _open_dir(path: Path) -> int:
@@ -284,7 +290,7 @@ class JournalWriter:
         try:
             root.mkdir(mode=0o700)
         except FileExistsError:
-            if not root.is_dir() or root.is_symlink() or any(root.iterdir()):
+            if not root.is_dir() or root.is_symlink() or not only_leftovers(root):
                 raise JournalInvalid(
                     "the journal directory exists and is not empty", path=str(root)
                 ) from None

@@ -130,7 +130,7 @@ def check_header(
     recorded = header_controls(header)
     changed = differing_fields(recorded, controls)
     plan = [name for name in changed if name in PLAN_FIELDS]
-    if (header.groups_start, header.groups_stop) != (groups.start, groups.stop):
+    if not plan and (header.groups_start, header.groups_stop) != (groups.start, groups.stop):
         plan.append("groups_range")
     if plan:
         raise JournalPlanMismatch(

@@ -34,7 +34,13 @@ from kiln_verify.openenv.collect.engine import (
     behavior_identity,
     check_unchanged,
 )
-from kiln_verify.openenv.collect.journal import JournalFiles, JournalWriter, read_journal
+from kiln_verify.openenv.collect.journal import (
+    HEADER,
+    JournalFiles,
+    JournalWriter,
+    only_leftovers,
+    read_journal,
+)
 from kiln_verify.openenv.collect.journal_records import (
     check_environments,
     check_header,
@@ -80,11 +86,18 @@ class JournaledCollection:
     collection: Collection | None
 
 
+def _started(journal: Path) -> bool:
+    """Whether a journal was started here: its header exists (a collector killed before
+    writing it leaves at most the directory and a ``.partial`` file, and journaled
+    nothing)."""
+    return journal.is_dir() and not journal.is_symlink() and (journal / HEADER).exists()
+
+
 def _read(journal: Path, resume: bool) -> JournalFiles | None:
-    if resume:
+    if resume and _started(journal):
         return read_journal(journal)
     if journal.exists() or journal.is_symlink():
-        if not journal.is_dir() or journal.is_symlink() or any(journal.iterdir()):
+        if not journal.is_dir() or journal.is_symlink() or not only_leftovers(journal):
             raise UsageError(
                 "the `journal` directory exists and is not empty; pass `resume` to continue it",
                 path=str(journal),
