@@ -529,11 +529,11 @@ MAX_HF_EXPORT_REQUEST_BYTES: Final = 256 * MiB
 """An inline ``POST /v1/train/hf/{sft,grpo}/exports`` body; larger corpora go by
 ``dataset_path``."""
 
-HF_EXPORT_STREAM_CHUNKS: Final = 4
+HTTP_EXPORT_STREAM_CHUNKS: Final = 4
 """Archive chunks of ``HASH_CHUNK_BYTES`` a download may hold between the worker that
 compresses and the connection that sends (the stream is never buffered whole)."""
 
-HF_EXPORT_IDLE_TIMEOUT_S: Final = 120.0
+HTTP_EXPORT_IDLE_TIMEOUT_S: Final = 120.0
 """The CLI's idle read timeout on every export request and the download body."""
 
 MAX_HF_EXPORT_RESPONSE_BYTES: Final = 4 * MiB

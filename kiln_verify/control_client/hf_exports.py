@@ -47,7 +47,7 @@ from kiln_verify.hf.manifest.http_exports import (
     export_path,
 )
 from kiln_verify.limits import (
-    HF_EXPORT_IDLE_TIMEOUT_S,
+    HTTP_EXPORT_IDLE_TIMEOUT_S,
     MAX_HF_EXPORT_RESPONSE_BYTES,
 )
 from kiln_verify.records import Record, validate_record
@@ -76,7 +76,7 @@ class HfExportClient:
 
     def __init__(self, base_url: str, *, transport: httpx.BaseTransport | None = None) -> None:
         self.control = ControlClient(
-            base_url, timeout=HF_EXPORT_IDLE_TIMEOUT_S, transport=transport
+            base_url, timeout=HTTP_EXPORT_IDLE_TIMEOUT_S, transport=transport
         )
         self.base_url = self.control.base_url
 
@@ -149,7 +149,7 @@ class HfExportClient:
         path = download_path(name)
         headers = {"Accept-Encoding": "identity", "Accept": "application/gzip"}
         try:
-            with raw_get(self.base_url, path, headers, timeout=HF_EXPORT_IDLE_TIMEOUT_S) as raw:
+            with raw_get(self.base_url, path, headers, timeout=HTTP_EXPORT_IDLE_TIMEOUT_S) as raw:
                 announced = _checked(raw, path, export_sha256)
                 if announced is None:
                     yield _dechunked(raw.iter_body(limits.MAX_ARCHIVE_COMPRESSED_BYTES + 1))

@@ -5,7 +5,7 @@ A worker thread runs the project's deterministic archive writer
 root ``NAME.kiln-hf``, mtime 0, fixed modes, gzip level 6), so the bytes served are exactly
 the ``NAME.kiln-hf.tar.gz`` a local ``kiln-verify hf export-*`` of the same inputs
 publishes. Its output is cut into ``HASH_CHUNK_BYTES`` chunks and handed over through a
-queue of at most ``HF_EXPORT_STREAM_CHUNKS``: the archive is never held whole, and a slow
+queue of at most ``HTTP_EXPORT_STREAM_CHUNKS``: the archive is never held whole, and a slow
 reader slows the compressor instead of growing memory. Closing the iterator early (the
 client went away) stops the writer at its next chunk.
 """
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kiln_verify.core.tar_write import write_tar_gz
-from kiln_verify.limits import HASH_CHUNK_BYTES, HF_EXPORT_STREAM_CHUNKS
+from kiln_verify.limits import HASH_CHUNK_BYTES, HTTP_EXPORT_STREAM_CHUNKS
 
 __all__ = ["archive_chunks"]
 
@@ -93,7 +93,7 @@ def _next(
 
 async def archive_chunks(directory: Path, root_name: str) -> AsyncIterator[bytes]:
     """The archive of ``directory`` rooted at ``root_name``, chunk by chunk."""
-    chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(HF_EXPORT_STREAM_CHUNKS)
+    chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(HTTP_EXPORT_STREAM_CHUNKS)
     sink = _Sink(chunks)
     worker = threading.Thread(
         target=_produce, args=(directory, root_name, sink), name="hf-export-archive", daemon=True
