@@ -19,7 +19,6 @@ a journal or has a gap (``journal_invalid``); every entry is charged to a retain
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import stat
@@ -235,7 +234,8 @@ def read_journal(
 
 
 def _write_entry(path: Path, budget: RetainedBudget, name: str, record: Record) -> Sha256Digest:
-    """Write one entry whole: staged, fsynced, renamed without replacing, directory fsynced."""
+    """Write one entry whole: staged, fsynced, renamed without replacing, directory fsynced.
+    A failure removes the staged file; only a killed writer leaves one."""
     data, digest = frame(record)
     budget.charge_bytes(len(data), f"journal entry {name}")
     partial = f".{name}.partial"
@@ -245,26 +245,23 @@ def _write_entry(path: Path, budget: RetainedBudget, name: str, record: Record) 
             os.unlink(partial, dir_fd=dir_fd)  # a killed writer's leftover
         fd = os.open(partial, _NEW, 0o600, dir_fd=dir_fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            with os.fdopen(fd, "wb", closefd=False) as stream:
+                stream.write(data)
             os.fsync(fd)
         finally:
             os.close(fd)
-        try:
-            rename.noreplace(dir_fd, partial, name, allow_link=True)
-        except FileExistsError:
+        rename.noreplace(dir_fd, partial, name, allow_link=True)
+        os.fsync(dir_fd)
+    except (OSError, rename.Unsupported) as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(partial, dir_fd=dir_fd)
+        if isinstance(exc, FileExistsError):
             raise JournalInvalid(
                 f"journal entry {name} already exists (another collector writes this journal?)",
                 path=str(path),
             ) from None
-        os.fsync(dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise JournalInvalid("no space left for the journal", path=str(path)) from None
-        raise JournalInvalid(
-            f"cannot write journal entry {name}: {exc.strerror}", path=str(path)
-        ) from None
+        why = exc.strerror if isinstance(exc, OSError) else "no rename that refuses to replace"
+        raise JournalInvalid(f"cannot write journal entry {name}: {why}", path=str(path)) from None
     finally:
         os.close(dir_fd)
     return digest
