@@ -14,5 +14,6 @@ new EnvironmentPanel($("environments"));
 const handoffs = new HandoffPanel($("adapters"), $("exports"));
 board.start();
 handoffs.start();
+$("handoffs-refresh").addEventListener("click", () => handoffs.refresh());
 replace($("origin"), el("code", { text: window.location.origin }));
 document.body.dataset.ready = "true";
