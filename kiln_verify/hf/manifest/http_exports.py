@@ -38,7 +38,11 @@ EXPORT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 EXPORTS_PATH: Final = "/v1/train/hf/exports"
 
-ExportName = Annotated[StrictStr, Field(min_length=1, max_length=128, pattern=EXPORT_NAME.pattern)]
+# anchored: pydantic's ``pattern`` searches (an unanchored one let "a/b" through to the
+# registry's file system, a 500)
+ExportName = Annotated[
+    StrictStr, Field(min_length=1, max_length=128, pattern=f"^{EXPORT_NAME.pattern}$")
+]
 
 
 def export_path(name: str) -> str:
