@@ -239,10 +239,14 @@ class Tab:
                 raise TimeoutError(f"still false after {timeout} s: {expression}")
             time.sleep(0.05)
 
-    def screenshot(self) -> bytes:
-        shot = self._send(
-            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}
-        )
+    def screenshot(self, full_page: bool = False) -> bytes:
+        """The viewport as PNG, or the whole page's height (for documentation pictures)."""
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
+        if full_page:
+            size = self._send("Page.getLayoutMetrics")["cssContentSize"]
+            params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": size["height"]}
+            params["clip"]["scale"] = 1
+        shot = self._send("Page.captureScreenshot", params)
         return base64.b64decode(shot["data"])
 
     def allow_downloads(self, folder: Path) -> None:

@@ -89,11 +89,11 @@ def small_run(environment_url: str, **fields: str) -> dict[str, str]:
 def finish(tab: Tab, base_url: str, name: str, refused: Iterable[str] = ()) -> PageVisit:
     """Screenshot, close, and the checks every dashboard page must pass."""
     shot = tab.screenshot()
-    visit = tab.close()
-    visit.screenshot = shot
     folder = os.environ.get("KILN_UI_SCREENSHOTS")
     if folder:
-        Path(folder, f"{name}.png").write_bytes(shot)
+        Path(folder, f"{name}.png").write_bytes(tab.screenshot(full_page=True))
+    visit = tab.close()
+    visit.screenshot = shot
     assert visit.console_errors == [], visit.console_errors
     assert visit.requests, "the page made no request at all"
     elsewhere = [url for url in visit.requests if not url.startswith(f"{base_url}/")]
