@@ -7,6 +7,7 @@ module          job
 ``lora``        a random LoRA adapter for it
 ``bundles``     synthetic, fully consistent OpenEnv rollout bundles (scripted episodes)
 ``serve``       ``kiln-verify serve`` as a real child process, and its ready line
+``browser``     headless Chromium over the DevTools protocol (pages, probes, screenshots)
 ==============  ===========================================================================
 
 Live oracle servers are the pytest plugin's own ``openenv_oracle`` fixture
