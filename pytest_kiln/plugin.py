@@ -43,7 +43,8 @@ from pytest_kiln.settings import EndpointSpec, KilnSettings, kiln_settings
 if TYPE_CHECKING:
     from pytest_kiln.cases import CaseResult
 
-pytest_plugins = ("pytest_kiln.control.plugin",)  # the control-plane suite's options
+# the control-plane and HF/TRL HTTP suites' options
+pytest_plugins = ("pytest_kiln.control.plugin", "pytest_kiln.hf_http.plugin")
 
 __all__ = [
     "kiln_capacity_probe",
