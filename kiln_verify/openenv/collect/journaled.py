@@ -18,8 +18,10 @@ journal's bytes (a kill after publication, before exit) reports it published.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +110,36 @@ def _read(journal: Path, resume: bool) -> JournalFiles | None:
     return None
 
 
+class _Background:
+    """The journal's writes, off the event loop: one worker thread writes the entries in
+    plan order while the next group runs (an entry's serialization and two fsyncs no longer
+    hold the collection up). A group whose entry is still queued at a crash has no entry
+    and is collected again, like a group in flight; a failed write fails the collection at
+    the next group or at the end."""
+
+    def __init__(self, writer: JournalWriter) -> None:
+        self._writer = writer
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-journal")
+        self._pending: list[Future[None]] = []
+
+    def _append(self, group: CollectedGroup) -> None:
+        self._writer.append(journal_group(group, str(self._writer.last)))
+
+    def submit(self, group: CollectedGroup) -> None:
+        while self._pending and self._pending[0].done():
+            self._pending.pop(0).result()  # raises a failed write's error
+        self._pending.append(self._pool.submit(self._append, group))
+
+    async def drain(self) -> None:
+        """Every queued entry written (durable), or the first write's error."""
+        for future in self._pending:
+            await asyncio.wrap_future(future)
+        self._pending.clear()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 async def collect_journaled(
     controls: CollectionControls,
     policy: Policy,
@@ -155,21 +187,22 @@ async def collect_journaled(
         again = found.first
         new: list[CollectedGroup] = []
         if not sealed:
-
-            def record(group: CollectedGroup) -> None:
-                writer.append(journal_group(group, str(writer.last)))
-
-            remaining = range(planned.start + len(done), planned.stop)
-            new = await run_groups(
-                found,
-                controls,
-                policy,
-                remaining,
-                behavior=behavior,
-                budget=budget,
-                progress=progress,
-                on_group=record,
-            )
+            background = _Background(writer)
+            try:
+                remaining = range(planned.start + len(done), planned.stop)
+                new = await run_groups(
+                    found,
+                    controls,
+                    policy,
+                    remaining,
+                    behavior=behavior,
+                    budget=budget,
+                    progress=progress,
+                    on_group=background.submit,
+                )
+                await background.drain()
+            finally:
+                background.close()
             notify(ProgressEvent("revalidating"))
             again = await found.reinspect()
             check_unchanged(found.first, again)
