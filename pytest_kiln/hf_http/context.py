@@ -69,6 +69,8 @@ class HfContext:
         try:
             for name, digest in list(self._created.items()):
                 self.http.delete(self.export_path(name), headers={"if-match": f'"{digest}"'})
+        except httpx.HTTPError:
+            pass  # the server is gone: the verdict already says why
         finally:
             self.http.close()
 
@@ -151,6 +153,7 @@ class HfContext:
 
     def export_names(self) -> list[str]:
         answer = self.http.get(EXPORTS)
+        self.needs_model(answer)
         document = self.json(answer)
         data = document.get("data") if isinstance(document, dict) else None
         if answer.status_code != 200 or not isinstance(data, list):
@@ -171,6 +174,7 @@ class HfContext:
 
     def adapters(self) -> Any:
         answer = self.http.get("/v1/adapters")
+        self.needs_model(answer)
         if answer.status_code != 200:
             raise CheckFailed(f"GET /v1/adapters answered {answer.status_code}")
         return self.json(answer)

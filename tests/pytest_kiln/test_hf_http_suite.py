@@ -2,8 +2,9 @@
 
 Against ``kiln-verify serve --model`` (in a thread, over the session's tiny model) every
 case passes and the report says so; behind a proxy that drops the ETag the three header
-cases fail; without a URL every case skips. The hostile corpus the import case sends is
-checked here against kiln-verify's own extractor: each body breaks the rule it names.
+cases fail; without a URL, or against a server without a resident model, every case
+skips. The hostile corpus the import case sends is checked here against kiln-verify's own
+extractor: each body breaks the rule it names.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pytest_kiln.hf_http.corpus import EXPECTED, hostile_bodies
 from pytest_kiln.hf_http.inventory import HF_CASES
 from pytest_kiln.report import REPORT_FORMAT
 from tests import models
-from tests.control.support import resident_config, running
+from tests.control.support import control_server, resident_config, running
 from tests.pytest_kiln.hf_proxy import hf_proxy
 
 pytest_plugins = ["pytester"]
@@ -108,3 +109,12 @@ def test_without_a_url_every_case_skips(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess(*SUITE, "-rs")
     result.assert_outcomes(skipped=len(HF_CASES))
     result.stdout.fnmatch_lines(["*no HF/TRL HTTP server under test: pass --kiln-hf-url URL*"])
+
+
+def test_against_a_server_without_a_resident_model_every_case_skips(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    with control_server(tmp_path / "state") as bare:
+        result = pytester.runpytest_inprocess("--kiln-hf-url", bare.base_url, *SUITE, "-rs")
+    result.assert_outcomes(skipped=len(HF_CASES))
+    result.stdout.fnmatch_lines(["*not applicable: the server holds no resident model*"])
