@@ -86,7 +86,8 @@ class Server:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise Failed(f"serve exited {self.process.returncode} during start-up")
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise Failed(f"serve exited {self.process.returncode} during start-up:\n{tail}")
             lines = self.log.read_text(errors="replace").splitlines()
             found = [m.group(1) for line in lines if (m := LISTENING.search(line))]
             if len(found) > self.starts_before:
@@ -228,7 +229,10 @@ def play(http: Any, oracle_url: str, adapter: str) -> dict[str, Any]:
 def import_half(args: argparse.Namespace) -> None:
     import httpx
 
-    recorded = json.loads((args.out_dir / IDENTITY_FILE).read_bytes())
+    identity = args.out_dir / IDENTITY_FILE
+    if not identity.is_file():
+        raise Failed(f"no {identity}: the export half records it (run that step first)")
+    recorded = json.loads(identity.read_bytes())
     server = start(args)
     oracle = subprocess.Popen(
         [args.kiln_verify, "oracle", "serve", "bandit", "--port", "0"],
