@@ -157,7 +157,8 @@ def build_completed(tmp: Path) -> tuple[Path, Path]:
     model = build_tiny_model(tmp / "model")
     rows = tmp / "rows.jsonl"
     rows.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    out = export_sft(ExportSource(model=model), dataset=rows, name="bench", output=tmp / "b.tgz")
+    target = tmp / "bench.kiln-hf.tar.gz"
+    out = export_sft(ExportSource(model=model), dataset=rows, name="bench", output=target)
     env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"}
     subprocess.run(
         [sys.executable, "-I", str(out.directory / "train.py"), str(out.directory),
