@@ -21,6 +21,12 @@ route                                    answer
 {kind}``
 ``POST /v1/openenv/inspect``             ``kiln.openenv-inspection.v1``
 ``POST /v1/openenv/tasks``               ``kiln.openenv-task-catalog.v1``
+``POST /v1/openenv/training/preflight``   ``kiln.openenv-training-preflight.v1``
+``GET /v1/adapters``                     Kiln's ``AdaptersResponse`` (``serve --model``)
+``/v1/train/hf/{sft,grpo}/exports``,     the HF/TRL export registry (docs/hf-http-export.md)
+``/v1/train/hf/exports[/{name}...]``
+``POST /v1/train/hf/peft/imports/{name}`` the verified PEFT import (docs/hf-http-import.md)
+``GET /ui/``                             the dashboard (docs/control-plane.md)
 ``GET /metrics``                         Prometheus text exposition
 ``GET /health``                          ``{"status": "ok"}``
 =======================================  ==================================================
@@ -51,6 +57,7 @@ from kiln_verify.errors import (
 )
 from kiln_verify.limits import MAX_CONTROL_REQUEST_BYTES
 from kiln_verify.server import openapi
+from kiln_verify.server.headers import PrivateAnswers
 from kiln_verify.server.limits import BodyLimit
 from kiln_verify.server.responses import error_response
 from kiln_verify.server.routes import include_all
@@ -110,6 +117,7 @@ def create_app(config: ServerConfig, kinds: KindTable = KINDS) -> FastAPI:
         redoc_url=None,
     )
     app.add_middleware(BodyLimit, limit=MAX_CONTROL_REQUEST_BYTES)
+    app.add_middleware(PrivateAnswers)  # outermost: refusals of BodyLimit get it too
     _install_error_answers(app)
     include_all(app)
     openapi.install(app)

@@ -42,6 +42,7 @@ from kiln_verify.hf.manifest.http_exports import (
 )
 from kiln_verify.limits import MAX_HF_EXPORT_REQUEST_BYTES
 from kiln_verify.records import Record, validate_record
+from kiln_verify.server.headers import NO_STORE
 from kiln_verify.server.responses import error_response, json_response
 from kiln_verify.server.routes.common import registry
 
@@ -53,7 +54,6 @@ __all__ = ["router"]
 SFT_PATH: Final = "/v1/train/hf/sft/exports"
 GRPO_PATH: Final = "/v1/train/hf/grpo/exports"
 
-NO_STORE: Final = "private, no-store"
 _IF_MATCH: Final = re.compile(r'"(sha256:[0-9a-f]{64})"')
 
 router = APIRouter()
