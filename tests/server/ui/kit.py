@@ -69,6 +69,24 @@ def fill(tab: Tab, fields: dict[str, str]) -> None:
         )
 
 
+STATUS = "document.getElementById('form-status').innerText"
+
+
+def accepted_run(tab: Tab) -> str:
+    """The run id the form's last submission was accepted as (its status line)."""
+    note = tab.wait_for(f"/^(Already a|A)ccepted: run /.test({STATUS}) && {STATUS}")
+    return str(note).split("run ", 1)[1].split(" ", 1)[0]
+
+
+def card_of(run_id: str) -> str:
+    """A JavaScript expression: the run's card element (or null)."""
+    return f"document.querySelector(\".card[data-run-id='{run_id}']\")"
+
+
+def wait_state(tab: Tab, run_id: str, state: str, timeout: float = 30.0) -> None:
+    tab.wait_for(f"{card_of(run_id)}?.dataset.state === '{state}'", timeout)
+
+
 def click(tab: Tab, selector: str) -> None:
     tab.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
 

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from kiln_verify.control.config import CredentialHandle
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.server.runner import ServerHandle
 from oracle.runner import ServerConfig, start_servers
@@ -24,12 +25,16 @@ from tests.browser import Chromium, launch_or_skip
 from tests.control.support import client_of, control_server, wait_terminal
 from tests.server.ui.kit import (
     HOSTILE,
+    STATUS,
     HostileBandit,
+    accepted_run,
+    card_of,
     click,
     fill,
     finish,
     open_dashboard,
     small_run,
+    wait_state,
 )
 
 
@@ -43,8 +48,23 @@ def browser() -> Iterator[Chromium]:
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
-    with control_server(tmp_path_factory.mktemp("ui") / "state", max_active_runs=1) as handle:
+def guarded() -> Iterator[OracleHandle]:
+    """A bandit that requires a bearer token, and the token in this process's environment
+    (where the control plane reads it) for the whole module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TOKEN_ENV, TOKEN)
+        (handle,) = start_servers([ServerConfig("bandit", faults=(f"require-bearer={TOKEN_ENV}",))])
+        yield handle
+        handle.stop()
+
+
+@pytest.fixture(scope="module")
+def dashboard(
+    tmp_path_factory: pytest.TempPathFactory, guarded: OracleHandle
+) -> Iterator[ServerHandle]:
+    credentials = {"arcade": CredentialHandle(guarded.base_url, TOKEN_ENV)}
+    state = tmp_path_factory.mktemp("ui") / "state"
+    with control_server(state, max_active_runs=1, credentials=credentials) as handle:
         yield handle
 
 
@@ -65,11 +85,8 @@ def oracles() -> Iterator[dict[str, OracleHandle]]:
     hostile.stop()
 
 
-STATUS = "document.getElementById('form-status').innerText"
-
-
-def _card(state: str) -> str:
-    return f"document.querySelector('.card[data-state={state}]')"
+TOKEN_ENV = "KILN_TEST_UI_TOKEN"
+TOKEN = "ui-t0ken-never-shown"
 
 
 def test_a_rollout_started_from_the_form_reaches_rollout_ready_and_downloads(
@@ -82,9 +99,10 @@ def test_a_rollout_started_from_the_form_reaches_rollout_ready_and_downloads(
     tab = open_dashboard(browser, dashboard.base_url)
     fill(tab, small_run(bandit.base_url))
     click(tab, "#start-run")
-    run_id = tab.wait_for(f"{_card('rollout_ready')}?.dataset.runId")
+    run_id = accepted_run(tab)
+    wait_state(tab, run_id, "rollout_ready")
     status = api.get(f"/v1/openenv/runs/{run_id}").json()
-    card = tab.evaluate(f"{_card('rollout_ready')}.innerText")
+    card = tab.evaluate(f"{card_of(run_id)}.innerText")
     assert status["request"]["idempotency_key"] in card  # the key the page made
     assert status["request"]["idempotency_key"] in tab.evaluate(STATUS)
     assert str(status["rollout_stats"]["mean_episode_return"]) in card
@@ -183,19 +201,16 @@ def test_a_queued_run_is_cancelled_from_its_card(
     tab = open_dashboard(browser, dashboard.base_url)
     fill(tab, small_run(slow_bandit.base_url, groups="4", max_steps="8", concurrency="1"))
     click(tab, "#start-run")
-    active = tab.wait_for(
-        "document.querySelector('.card[data-state=collecting], .card[data-state=discovering]')"
-        "?.dataset.runId"
-    )
+    active = accepted_run(tab)
     fill(tab, {"seed_start": "100"})
     click(tab, "#start-run")
-    queued = tab.wait_for(f"{_card('queued')}?.dataset.runId")
-    assert "queue position" in tab.evaluate(f"{_card('queued')}.innerText")
+    queued = accepted_run(tab)
+    wait_state(tab, queued, "queued")
+    assert "queue position" in tab.evaluate(f"{card_of(queued)}.innerText")
     click(tab, f".card[data-run-id='{queued}'] button.cancel")
-    tab.wait_for(
-        f"document.querySelector(\".card[data-run-id='{queued}']\")?.dataset.state === 'cancelled'"
-    )
+    wait_state(tab, queued, "cancelled")
     assert api.get(f"/v1/openenv/runs/{queued}").json()["state"] == "cancelled"
+    tab.wait_for(f"!!{card_of(active)}?.querySelector('button.cancel')")
     click(tab, f".card[data-run-id='{active}'] button.cancel")
     assert wait_terminal(api, active)["state"] == "cancelled"
     finish(tab, dashboard.base_url, "cancel")
@@ -257,3 +272,25 @@ def test_a_hostile_environment_renders_inert(
     )
     assert page == {"pwned": None, "active": 0}
     finish(tab, dashboard.base_url, "hostile")
+
+
+def test_a_credential_handle_runs_and_the_token_never_reaches_the_page(
+    browser: Chromium, dashboard: ServerHandle, api: httpx.Client, guarded: OracleHandle
+) -> None:
+    tab = open_dashboard(browser, dashboard.base_url)
+    fill(tab, small_run(guarded.base_url, credential_ids="arcade", seed_start="7"))
+    click(tab, "#start-run")
+    run_id = accepted_run(tab)
+    wait_state(tab, run_id, "rollout_ready")
+    assert api.get(f"/v1/openenv/runs/{run_id}").json()["request"]["credential_ids"] == ["arcade"]
+    tab.evaluate(f"document.getElementById('env-urls').value = '{guarded.base_url}'")
+    tab.evaluate("document.getElementById('env-handles').value = 'arcade'")
+    click(tab, "#inspect")
+    assert "bearer" in tab.wait_for("document.querySelector('#env-out .environment')?.innerText")
+    seen = tab.evaluate(
+        "(async () => [document.documentElement.outerHTML, document.body.innerText,"
+        " await (await fetch('/v1/openenv/runs')).text()].join('\\n'))()"
+    )
+    assert TOKEN not in seen
+    assert "arcade" in seen
+    finish(tab, dashboard.base_url, "credentials")

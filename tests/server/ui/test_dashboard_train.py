@@ -28,7 +28,7 @@ from tests import models
 from tests.browser import Chromium, launch_or_skip
 from tests.control.support import client_of, resident_config, running
 from tests.hf.export.conftest import ROWS
-from tests.server.ui.kit import click, fill, finish, open_dashboard
+from tests.server.ui.kit import accepted_run, card_of, click, fill, finish, open_dashboard
 
 GATE = {
     "groups": 20,
@@ -80,8 +80,9 @@ def test_a_train_run_shows_training_evaluation_and_the_gate(
     )
     tab.evaluate("document.getElementById('f-thinking').checked = false")
     click(tab, "#start-run")
-    run_id = tab.wait_for("document.querySelector('.card[data-run-id]')?.dataset.runId")
-    card = f"document.querySelector(\".card[data-run-id='{run_id}']\")"
+    run_id = accepted_run(tab)
+    card = card_of(run_id)
+    tab.wait_for(f"!!{card}")
     seen: set[str] = set()
     deadline = time.monotonic() + 300
     while (state := tab.evaluate(f"{card}.dataset.state")) not in ("completed", "failed"):
