@@ -2,14 +2,15 @@
 
 Training a 1 GiB LoRA adapter for real would cost minutes of CPU and gigabytes of optimizer
 state; the transfers under test never look at the weights' values. So a real completed
-bundle (the tiny model, one ``train.py`` step) is copied and its adapter replaced by one of
-the same modules and layers at a large rank: ``adapter_config.json`` says the new ``r``,
-``adapter_model.safetensors`` holds float32 tensors of exactly the shapes the resident model
-needs at that rank (pseudo-random bytes, so gzip cannot shrink them, like real weights), and
-the result manifest is re-sealed over the new files (``lora_rank`` in its effective
-configuration included). The copy passes ``hf verify --completed`` and the server's import,
-whose adapter check reads only the safetensors header against the model's ``config.json``:
-nothing ever loads these weights into the model.
+bundle (a small model, one ``train.py`` step) is copied and its adapter replaced by one on
+every projection of every layer the model has (``resident_modules`` of the bundle's model
+configuration) at the largest rank that fits the size asked: ``adapter_config.json`` says
+the new ``r`` and targets, ``adapter_model.safetensors`` holds float32 tensors of exactly
+the shapes the model needs (pseudo-random bytes, so gzip cannot shrink them, like real
+weights), and the result manifest is re-sealed over the new files (``lora_rank`` and
+``target_modules`` of its effective configuration included). The copy passes ``hf verify
+--completed`` and the server's import, whose adapter check reads only the safetensors header
+against the model's ``config.json``: nothing ever loads these weights into the model.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from kiln_verify.core.safetensors_header import read_safetensors_header
+from kiln_verify.hf.adapter_check import _FAMILY, resident_modules
 from kiln_verify.hf.manifest import FileIdentity, document_bytes, read_result
 from kiln_verify.hf.manifest.result import config_value
 from kiln_verify.hf.verify import verify_hf_bundle
@@ -70,35 +71,42 @@ def _write_weights(path: Path, shapes: dict[str, tuple[int, int]]) -> None:
             left -= len(chunk)
 
 
+def lora_shapes(model_config: Path, rank: int) -> dict[str, tuple[int, int]]:
+    """Every supported projection of every layer: PEFT's tensor names and shapes at ``rank``."""
+    modules = resident_modules(json.loads(model_config.read_text()))
+    shapes: dict[str, tuple[int, int]] = {}
+    for layer, projections in enumerate(modules.layers):
+        for module, (features_in, features_out) in projections.items():
+            stem = f"base_model.model.model.layers.{layer}.{_FAMILY[module]}.{module}"
+            shapes[f"{stem}.lora_A.weight"] = (rank, features_in)
+            shapes[f"{stem}.lora_B.weight"] = (features_out, rank)
+    return shapes
+
+
 def enlarge_bundle(completed: Path, target: Path, weights_bytes: int) -> tuple[Path, int, int]:
     """Copy ``completed`` to ``target`` (a new ``NAME.kiln-hf``) with an adapter of at most
     ``weights_bytes`` of tensors (the largest rank that fits, at most ``MAX_LORA_RANK``);
     returns (bundle, rank, adapter file size)."""
     shutil.copytree(completed, target)
+    model_config = target / "kiln_model_config.json"
+    per_rank = sum(rows * cols for rows, cols in lora_shapes(model_config, 1).values())
+    rank = max(1, min(MAX_LORA_RANK, weights_bytes // (per_rank * _F32)))
+    shapes = lora_shapes(model_config, rank)
+    targets = sorted({name.split(".")[-3] for name in shapes})
     weights = target / "adapter_model.safetensors"
-    old = read_safetensors_header(weights)
-    config = json.loads((target / "adapter_config.json").read_text())
-    rank = int(config["r"])
-    per_rank = 0  # float32 elements per unit of rank: in_features of each A, out of each B
-    for name, info in old.tensors.items():
-        rows, cols = info.shape
-        per_rank += cols if ".lora_A." in name else rows
-    new_rank = max(1, min(MAX_LORA_RANK, weights_bytes // (per_rank * _F32)))
-    shapes = {}
-    for name, info in old.tensors.items():
-        rows, cols = info.shape
-        shapes[name] = (new_rank, cols) if ".lora_A." in name else (rows, new_rank)
-        assert (rows if ".lora_A." in name else cols) == rank
     weights.unlink()
     _write_weights(weights, shapes)
-    config["r"] = new_rank
     config_path = target / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    config.update(r=rank, target_modules=targets)
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     result_path = target / "kiln_hf_result.json"
     result = read_result(result_path.read_bytes())
     effective = dict(result.effective_config)
     if "lora_rank" in effective:
-        effective["lora_rank"] = config_value(new_rank)
+        effective["lora_rank"] = config_value(rank)
+    if "target_modules" in effective:
+        effective["target_modules"] = config_value(",".join(targets))
     adapter = result.output_adapter.model_copy(
         update={
             "config": _identity(config_path, "adapter_config.json"),
@@ -108,4 +116,4 @@ def enlarge_bundle(completed: Path, target: Path, weights_bytes: int) -> tuple[P
     resealed = result.model_copy(update={"output_adapter": adapter, "effective_config": effective})
     result_path.write_bytes(document_bytes(resealed.sealed()))
     verify_hf_bundle(target, completed=True)
-    return target, new_rank, weights.stat().st_size
+    return target, rank, weights.stat().st_size

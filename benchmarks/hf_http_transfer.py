@@ -23,7 +23,7 @@ alternating in order:
   and its archive, hashing the adapter twice): its wall time is reported beside, once.
 
 Every side runs as a child process, start-up included. Per side: best wall seconds, the
-client's CPU seconds and peak RSS (``os.wait4``: a pipeline's largest member), the server's
+client's CPU seconds (``os.wait4``) and peak RSS (a pipeline's largest member), the server's
 CPU seconds (``/proc/PID/stat``) and peak RSS (``VmHWM``, reset before each side through
 ``/proc/PID/clear_refs``).
 
@@ -77,6 +77,21 @@ FETCH = (
     "print(json.dumps({'archive_sha256': got.archive_sha256, 'bytes': got.archive_bytes}))\n"
 )
 IMPORTS = "/v1/train/hf/peft/imports/"
+WIDER = {
+    "hidden_size": 128, "intermediate_size": 256, "head_dim": 32, "num_hidden_layers": 4,
+    "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+    "layer_types": ["linear_attention", "full_attention"] * 2,
+}  # fmt: skip
+#: Runs a side and writes its children's peak RSS (KiB) to argv[1]: the side's own RSS is
+#: recorded from a small launcher, not from this process (a child's peak counts the memory
+#: of the process that forked it, until its exec).
+LAUNCH = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[2:])\n"
+    "with open(sys.argv[1], 'w') as out:\n"
+    "    out.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+    "sys.exit(code)\n"
+)
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -134,7 +149,8 @@ def measure(argv: Sequence[str], server: Server, output: Path) -> tuple[Sample, 
     server_cpu = server.cpu()
     with output.open("wb") as out:
         start = time.perf_counter()
-        process = subprocess.Popen(list(argv), stdout=out, cwd=REPO_ROOT)
+        launched = [sys.executable, "-S", "-c", LAUNCH, str(output) + ".rss", *argv]
+        process = subprocess.Popen(launched, stdout=out, cwd=REPO_ROOT)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -142,19 +158,36 @@ def measure(argv: Sequence[str], server: Server, output: Path) -> tuple[Sample, 
     if process.returncode != 0:
         raise RuntimeError(f"{list(argv)[:6]} exited {process.returncode}: {text[-2000:]}")
     sample = Sample(
-        wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime, rss_mib=usage.ru_maxrss / 1024,
+        wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
+        rss_mib=int(Path(str(output) + ".rss").read_text()) / 1024,
         server_cpu_s=server.cpu() - server_cpu, server_rss_mib=server.peak_mib(),
     )  # fmt: skip
     return sample, text
 
 
-def build_completed(tmp: Path) -> tuple[Path, Path]:
-    """(tiny model, completed ``bench.kiln-hf``): an export and one ``train.py`` step."""
-    from kiln_verify.hf.export import export_sft
-    from kiln_verify.hf.export.source import ExportSource
+def build_model(directory: Path) -> Path:
+    """The tiny model's tokenizer and template over a wider Qwen3.5 (hidden 128, 4 layers):
+    the tiny model's projections hold at most 504 MiB of float32 LoRA at ``MAX_LORA_RANK``,
+    this one about 2 GiB, so 1 GiB fits at a rank of about 33k."""
+    import torch
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
     from kiln_verify.testing.tiny_model import build_tiny_model
 
-    model = build_tiny_model(tmp / "model")
+    build_tiny_model(directory)
+    config = Qwen3_5TextConfig.from_pretrained(directory)
+    config.update(WIDER)
+    torch.manual_seed(0)
+    Qwen3_5ForCausalLM(config).save_pretrained(directory)
+    return directory
+
+
+def build_completed(tmp: Path) -> tuple[Path, Path]:
+    """(model, completed ``bench.kiln-hf``): an export and one ``train.py`` step."""
+    from kiln_verify.hf.export import export_sft
+    from kiln_verify.hf.export.source import ExportSource
+
+    model = build_model(tmp / "model")
     rows = tmp / "rows.jsonl"
     rows.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     target = tmp / "bench.kiln-hf.tar.gz"
@@ -165,6 +198,7 @@ def build_completed(tmp: Path) -> tuple[Path, Path]:
          "--base-model", str(model), *TRAIN_FLAGS],
         check=True, capture_output=True, env=env, timeout=900,
     )  # fmt: skip
+    target.unlink()
     return model, out.directory
 
 
