@@ -283,6 +283,20 @@ def test_a_credential_handle_runs_and_the_token_never_reaches_the_page(
     run_id = accepted_run(tab)
     wait_state(tab, run_id, "rollout_ready")
     assert api.get(f"/v1/openenv/runs/{run_id}").json()["request"]["credential_ids"] == ["arcade"]
+    fill(tab, {"credential_ids": "", "seed_start": "8"})  # without it: a typed failure
+    click(tab, "#start-run")
+    refused = accepted_run(tab)
+    wait_state(tab, refused, "failed")
+    failure = api.get(f"/v1/openenv/runs/{refused}").json()["failure"]
+    card = tab.evaluate(f"{card_of(refused)}.innerText")
+    for label, value in (
+        ("stage", failure["stage"]),
+        ("retryable", "no"),
+        ("hint", failure["hint"]),
+    ):
+        assert f"{label}\n{value}" in card
+    assert f"Failure {failure['code']}" in card
+    assert failure["retryable"] is False
     tab.evaluate(f"document.getElementById('env-urls').value = '{guarded.base_url}'")
     tab.evaluate("document.getElementById('env-handles').value = 'arcade'")
     click(tab, "#inspect")
