@@ -12,6 +12,7 @@ built and published) is timed against ``verify_bundle`` on the merged bundle; th
 bytes are checked equal to the plain bundle's.
 
     python -m benchmarks.journal_overhead --groups 64 --group-size 4 --rounds 5 [--json]
+        [--tmpdir DIR]  (DIR's file system decides what an fsync costs)
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def _merge(base_url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]
 
 
 def measure(base_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="journal-bench-") as name:
+    with tempfile.TemporaryDirectory(prefix="journal-bench-", dir=args.tmpdir) as name:
         tmp = Path(name)
         times = _collections(base_url, args, tmp)
         merged = _merge(base_url, args, tmp)
@@ -159,6 +160,7 @@ def measure(base_url: str, args: argparse.Namespace) -> dict[str, Any]:
         "journaled_cpu_median_s": round(journal_cpu, 4),
         "cpu_ratio": round(journal_cpu / plain_cpu, 3),
         "target_ratio": TARGET_RATIO,
+        "tmpdir": args.tmpdir or tempfile.gettempdir(),
         **merged,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -173,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--tmpdir", default=None, help="where the bundles and journals go (its file system's fsync)"
+    )
     args = parser.parse_args(argv)
     if min(args.group_size, args.steps, args.concurrency, args.rounds) < 1 or args.groups < 2:
         parser.error("every count must be >= 1 and --groups >= 2 (two shards)")

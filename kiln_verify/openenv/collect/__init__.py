@@ -16,6 +16,10 @@ module          job
 ``grpo_corpus`` :func:`build_grpo_corpus`: the optional ``--grpo-output`` GRPO rows
 ``publish``     :func:`publish_together`: the three files appear together or not at all
 ``run``         :func:`run_collection`, and the checks it makes before any network contact
+``journal``     the journal on disk: framed, fsynced, digest-chained entries; the reader
+``journal_records``  a finished group to its journal entry and back; the resume rules
+``journaled``   ``--journal``/``--resume``/``--groups-range``: the steps with a journal
+``merge``       shards (sealed journals of group ranges) into the single-host bundle
 ==============  ===========================================================================
 
 :func:`run_collection` is the whole job: :func:`collect` (inspect, run every group,

@@ -8,11 +8,12 @@ Names: ``header.entry`` (:class:`~kiln_verify.openenv.records.journal.JournalHea
 ``seal.entry`` (:class:`JournalSeal`). A ``.partial`` file is what a killed write left; it
 is ignored, and removed by the next writer.
 
-An entry file is ``sha256:<hex of the payload>`` LF, then the payload: the record's
-compact JSON and LF. Group entries and the seal name the previous entry's digest. Reading
-(:func:`read_journal`) refuses a short entry (``journal_entry_truncated``), a digest, a
-link or a record that disagrees (``journal_entry_tampered``) and a directory that is not
-a journal or has a gap (``journal_invalid``); every entry is charged to a retained budget
+An entry file is ``sha256:<hex of the payload>`` LF, then the payload: the record as
+JSON (pydantic's writer) and LF. Group entries and the seal name the previous entry's
+digest. Reading (:func:`read_journal`) refuses a short entry
+(``journal_entry_truncated``); a digest, a link or a record that disagrees
+(``journal_entry_tampered``); and a directory that is not a journal or has a gap
+(``journal_invalid``). Every entry is charged to a retained budget
 (``MAX_RETAINED_BYTES``) from its size before it is read.
 """
 

@@ -13,7 +13,8 @@ With ``--groups-range A:B`` the journal collects groups ``A..B-1`` of the whole 
 sealed journal is a *shard* (``openenv merge``); without it, the whole plan is collected,
 built and published, and the sealed journal stays behind (it is the one-shard form of the
 same collection). A resume that finds the bundle already published with exactly the
-journal's bytes (a kill after publication, before exit) reports it published.
+journal's bytes (a kill after publication, before exit) reports it published; a resume of
+a journal never started (no header: a kill before it was durable) starts it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ environment revalidated, one :class:`JournalSeal`. A sealed journal is a *shard*
 journal of the whole plan builds the bundle on its own.
 
 Each record is written as one framed file (:mod:`kiln_verify.openenv.collect.journal`):
-its own SHA-256 and the record's compact JSON. Every group and the seal name the digest of
+its own SHA-256 and the record's JSON. Every group and the seal name the digest of
 the record before them (``previous_sha256``), so the entries form one chain from the
 header.
 """
