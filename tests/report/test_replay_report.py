@@ -24,8 +24,8 @@ from kiln_verify.report.replay_input import read_replay_result
 from oracle.base import Outcome
 from oracle.envs.counter import CounterEnvironment
 from oracle.runner import ServerConfig, start_server
-from tests.openenv.replay.conftest import collect_bundle
 from tests.browser import Chromium, ink_fraction
+from tests.openenv.replay.conftest import collect_bundle
 from tests.report.conftest import HOSTILE
 from tests.report.pages import chart_tables, elements
 
