@@ -26,7 +26,7 @@ from kiln_verify.cli import collection_options as opts
 from kiln_verify.cli.help import one_of
 from kiln_verify.cli.output import fail, print_json
 from kiln_verify.cli.progress import CollectionProgress, run_interruptible
-from kiln_verify.errors import KilnError, UsageError
+from kiln_verify.errors import Interrupted, KilnError, UsageError
 from kiln_verify.openenv.collect import (
     DEFAULT_DATASET,
     DEFAULT_REPLAY,
@@ -218,6 +218,8 @@ def _journaled(
             force=force,
             grpo_output=grpo_output,
         )
+        if groups is None and not resume:
+            check_outputs(controls)  # before the policy loads a model
         behaviour = build_policy(policy, parse_policy_options(policy_option or []))
         done, bundle = _collect_journaled(
             controls,
@@ -228,6 +230,8 @@ def _journaled(
             show_bar=not as_json and sys.stderr.isatty(),
         )
     except KilnError as exc:
+        if isinstance(exc, Interrupted):  # the journal keeps every group it holds
+            exc.hint = "run the same command with --resume to continue from the journal"
         fail(exc, as_json=as_json)
     if bundle is None:
         report: dict[str, Any] = {
