@@ -19,6 +19,7 @@ from kiln_verify.errors import (
     JournalEntryTruncated,
     JournalError,
     JournalInvalid,
+    LimitExceeded,
 )
 from kiln_verify.openenv.collect.journal import (
     HEADER,
@@ -29,6 +30,7 @@ from kiln_verify.openenv.collect.journal import (
     read_journal,
     unframe,
 )
+from kiln_verify.openenv.collect.plan import RetainedBudget
 from kiln_verify.openenv.records.environment import EnvironmentInspection
 from kiln_verify.openenv.records.journal import (
     JOURNAL_GROUP_SCHEMA,
@@ -203,3 +205,18 @@ def test_a_writer_never_replaces_an_entry(tmp_path: Path) -> None:
         writer.seal(0, 1)
     assert (root / SEAL).read_bytes() == b"kept"
     assert sorted(p.name for p in root.iterdir()) == [HEADER, SEAL]
+
+
+def test_a_journal_is_bounded_by_the_retained_budget(journals: Path, tmp_path: Path) -> None:
+    """Reading charges each entry's size before reading it; writing charges what it
+    writes: either side past the bound is ``limit_exceeded``."""
+    size = read_journal(journals / "ours").size
+    with pytest.raises(LimitExceeded) as read_refused:
+        read_journal(journals / "ours", RetainedBudget(size - 1))
+    assert read_refused.value.limit == "MAX_RETAINED_BYTES"
+    files = read_journal(journals / "ours", RetainedBudget(size))
+    assert files.size == size
+    writer = JournalWriter(tmp_path, files.last_sha256, RetainedBudget(10))
+    with pytest.raises(LimitExceeded):
+        writer.seal(0, GROUPS)
+    assert list(tmp_path.iterdir()) == []

@@ -107,6 +107,11 @@ def test_shards_merge_into_the_single_host_bytes_and_verify(
     )
     shown = json.loads(capsys.readouterr().out)
     assert (shown["groups_start"], shown["groups_stop"], shown["plan_groups"]) == (3, 4, GROUPS)
+    for bad in ("3", "4:2", "a:b", "0:99"):
+        argv = ["openenv", "rollout", "--environment", "http://127.0.0.1:1", "--groups", "7"]
+        assert _run(*argv, "--journal", str(tmp_path / "j"), "--groups-range", bad,
+                    monkeypatch=monkeypatch) == 2  # fmt: skip
+    assert not (tmp_path / "j").exists()
     with pytest.raises(KilnError) as exists:
         publish_merged(controls, bundle, out)
     assert exists.value.code == "target_exists"
