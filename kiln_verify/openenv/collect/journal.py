@@ -55,6 +55,7 @@ __all__ = [
     "frame",
     "only_leftovers",
     "read_journal",
+    "store_entry",
     "unframe",
 ]
 
@@ -236,10 +237,17 @@ def read_journal(
 
 
 def _write_entry(path: Path, budget: RetainedBudget, name: str, record: Record) -> Sha256Digest:
-    """Write one entry whole: staged, fsynced, renamed without replacing, directory fsynced.
-    A failure removes the staged file; only a killed writer leaves one."""
+    """Frame one entry, charge it and store it (:func:`store_entry`)."""
     data, digest = frame(record)
     budget.charge_bytes(len(data), f"journal entry {name}")
+    store_entry(path, name, data)
+    return digest
+
+
+def store_entry(path: Path, name: str, data: bytes) -> None:
+    """Write one framed entry whole: staged, fsynced, renamed without replacing, directory
+    fsynced. A failure removes the staged file; only a killed writer leaves one. System
+    calls only (the GIL is released while they wait): a worker thread may run it."""
     partial = f".{name}.partial"
     dir_fd = _open_dir(path)
     try:
@@ -266,7 +274,6 @@ def _write_entry(path: Path, budget: RetainedBudget, name: str, record: Record) 
         raise JournalInvalid(f"cannot write journal entry {name}: {why}", path=str(path)) from None
     finally:
         os.close(dir_fd)
-    return digest
 
 
 class JournalWriter:
@@ -313,6 +320,15 @@ class JournalWriter:
     def append(self, group: JournalGroup) -> None:
         """Write one finished group (its ``previous_sha256`` must be :attr:`last`)."""
         self.last = self._write(entry_name(group.group_index), group)
+
+    def prepare(self, group: JournalGroup) -> tuple[str, bytes]:
+        """:meth:`append` without the write: the entry framed, charged and chained (it is
+        :attr:`last` from now on); :func:`store_entry` must write it before the next."""
+        data, digest = frame(group)
+        name = entry_name(group.group_index)
+        self._budget.charge_bytes(len(data), f"journal entry {name}")
+        self.last = digest
+        return name, data
 
     def seal(self, start: int, stop: int) -> None:
         """Close the range: every group written, every environment revalidated."""

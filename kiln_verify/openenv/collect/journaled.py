@@ -43,6 +43,7 @@ from kiln_verify.openenv.collect.journal import (
     JournalWriter,
     only_leftovers,
     read_journal,
+    store_entry,
 )
 from kiln_verify.openenv.collect.journal_records import (
     check_environments,
@@ -112,8 +113,9 @@ def _read(journal: Path, resume: bool) -> JournalFiles | None:
 
 
 class _Background:
-    """The journal's writes, off the event loop: one worker thread writes the entries in
-    plan order while the next group runs (an entry's serialization and two fsyncs no longer
+    """The journal's file writes, off the event loop: each entry is framed and chained
+    here (about 1 ms of CPU), and one worker thread, doing only system calls, writes the
+    entries in plan order while the next group runs (the two fsyncs of an entry no longer
     hold the collection up). A group whose entry is still queued at a crash has no entry
     and is collected again, like a group in flight; a failed write fails the collection at
     the next group or at the end."""
@@ -123,13 +125,11 @@ class _Background:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-journal")
         self._pending: list[Future[None]] = []
 
-    def _append(self, group: CollectedGroup) -> None:
-        self._writer.append(journal_group(group, str(self._writer.last)))
-
     def submit(self, group: CollectedGroup) -> None:
         while self._pending and self._pending[0].done():
             self._pending.pop(0).result()  # raises a failed write's error
-        self._pending.append(self._pool.submit(self._append, group))
+        name, data = self._writer.prepare(journal_group(group, str(self._writer.last)))
+        self._pending.append(self._pool.submit(store_entry, self._writer.path, name, data))
 
     async def drain(self) -> None:
         """Every queued entry written (durable), or the first write's error."""
