@@ -104,7 +104,9 @@ class OpenEnvToolFactory:
     ``options`` are the collector's options (``group_size`` must equal TRL's
     ``num_generations``; ``max_steps``, ``protocol_error_reward``,
     ``max_recoverable_errors``, ``capacity_wait_seconds``, ``seed_start`` apply to every
-    episode); ``rank`` is the process index of a multi-GPU run (the seed rule).
+    episode); ``rank`` is the process's global rank in a multi-process run (the seed rule
+    and the bundle directory): by default the launcher's (:mod:`.ranks`), refused when
+    given and different from it.
     """
 
     def __init__(
@@ -115,7 +117,7 @@ class OpenEnvToolFactory:
         tool_name: str = "step",
         credential_env: str | None = None,
         environ: Mapping[str, str] | None = None,
-        rank: int = 0,
+        rank: int | None = None,
     ) -> None:
         chosen = options if options is not None else CollectionOptions(thinking=False)
         if chosen.thinking:

@@ -77,7 +77,7 @@ class OpenEnvRolloutFunc:
         reset: Mapping[str, Any] | None = None,
         credential_env: str | None = None,
         environ: Mapping[str, str] | None = None,
-        rank: int = 0,
+        rank: int | None = None,
     ) -> None:
         self.template = reset_template({"reset": dict(reset or {})})
         self.model_dir = model_dir

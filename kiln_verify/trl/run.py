@@ -8,11 +8,12 @@ imports TRL.
 
 The seed rule (docs/trl.md): group ``g`` of this process (counted from 0 over the whole
 run, in the order TRL resets its rollouts) uses seed ``seed_start + rank x
-TRL_RANK_SEED_STRIDE + g``, and its reset payload is the row's ``reset`` object with
-``seed`` set (:func:`~kiln_verify.openenv.records.serialize.effective_reset_payload`). So
-the groups of one step's bundle have consecutive seeds from that bundle's ``seed_start``,
-which is what ``openenv verify`` checks, and a rerun with the same data order resets the
-environment identically.
+TRL_RANK_SEED_STRIDE + g`` (``rank``: the launcher's, :mod:`.ranks`), and its reset
+payload is the row's ``reset`` object with ``seed`` set
+(:func:`~kiln_verify.openenv.records.serialize.effective_reset_payload`). So the groups
+of one step's bundle have consecutive seeds from that bundle's ``seed_start``, which is
+what ``openenv verify`` checks, and a rerun with the same data order resets the environment
+identically.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from kiln_verify.openenv.protocol.session import Session
 from kiln_verify.openenv.records.serialize import effective_reset_payload, seed_free_template
 from kiln_verify.records import I64_MAX
 from kiln_verify.trl.loop import BackgroundLoop
+from kiln_verify.trl.ranks import process_rank
 
 __all__ = ["RESERVED_RESET_FIELDS", "OpenEnvRun", "reset_template"]
 
@@ -90,10 +92,9 @@ class OpenEnvRun:
         options: CollectionOptions,
         credential_env: str | None = None,
         environ: Mapping[str, str] | None = None,
-        rank: int = 0,
+        rank: int | None = None,
     ) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise UsageError("`rank` must be a non-negative integer")
+        rank = process_rank(rank)  # before any connection: a wrong rank opens nothing
         self.url = url
         self.options = options
         self.rank = rank
