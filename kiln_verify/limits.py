@@ -286,6 +286,10 @@ MAX_TASK_PAGE: Final = 200
 MAX_RESET_OPTIONS_FILE_BYTES: Final = 16 * MiB - 1024
 MAX_RETAINED_BYTES: Final = 512 * MiB - 1 * MiB
 """Budget for reset data, actions, observations, errors and final states kept in memory."""
+MAX_EXECUTOR_WORKERS: Final = 256
+"""Group ranges ``openenv rollout --executor ray --workers N`` splits a plan into."""
+MAX_EXECUTOR_RETRIES: Final = 8
+"""Times ``--ray-retries`` lets a range whose Ray worker died be collected again."""
 
 # --- bundle records (kiln_verify.openenv.records) -----------------------------------------
 

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from kiln_verify.cli import collection_options as opts
 from kiln_verify.cli.help import one_of
+from kiln_verify.cli.openenv_rollout_ray import DEFAULT_RAY_RETRIES, ExecutorFlags, collect_on_ray
 from kiln_verify.cli.output import fail, print_json
 from kiln_verify.cli.progress import CollectionProgress, run_interruptible
 from kiln_verify.errors import Interrupted, KilnError, UsageError
@@ -136,8 +137,50 @@ def _rollout(
             help="Collect groups A..B-1 of the plan into --journal: a shard for `openenv merge`.",
         ),
     ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            metavar="local|ray",
+            help="Run the groups in this process, or on Ray workers (docs/ray.md).",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDR",
+            help="Ray cluster to use (default: one started on this machine for the run).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", metavar="N", help="Group ranges for Ray (default: the cluster's CPUs)."
+        ),
+    ] = None,
+    ray_retries: Annotated[
+        int,
+        typer.Option(
+            "--ray-retries",
+            metavar="N",
+            help="Times a range whose Ray worker died is collected again.",
+        ),
+    ] = DEFAULT_RAY_RETRIES,
 ) -> None:
     """Collect rollouts into a corpus, a replay manifest and a summary, published together."""
+    placement = ExecutorFlags(executor, ray_address, workers, ray_retries)
+    try:
+        placement.check(
+            environments=bool(flags.environment),
+            journaled=journal is not None or resume or groups_range is not None,
+        )
+    except KilnError as exc:
+        fail(exc, as_json=as_json)
+    if placement.ray:
+        _on_ray(flags, output, replay_output, summary_output, force, grpo_output, policy,
+                policy_option, as_json, placement)  # fmt: skip
+        return
     if journal is not None or resume or groups_range is not None:
         _journaled(flags, output, replay_output, summary_output, force, grpo_output, policy,
                    policy_option, as_json, journal, resume, groups_range)  # fmt: skip
@@ -171,6 +214,45 @@ def _rollout(
         print_json(report)
         return
     Console().print(_table(bundle, controls.grpo_output))
+
+
+def _on_ray(
+    flags: opts.CollectionFlags,
+    output: str,
+    replay_output: str,
+    summary_output: str,
+    force: bool,
+    grpo_output: str | None,
+    policy: str,
+    policy_option: list[str] | None,
+    as_json: bool,
+    placement: ExecutorFlags,
+) -> None:
+    """``--executor ray``: the plan's ranges on Ray workers, merged and published here."""
+    try:
+        controls = dataclasses.replace(
+            flags.controls(),
+            output=output,
+            replay_output=replay_output,
+            summary_output=summary_output,
+            force=force,
+            grpo_output=grpo_output,
+        )
+        bundle = collect_on_ray(controls, policy, policy_option, placement)
+    except KilnError as exc:
+        fail(exc, as_json=as_json)
+    if as_json:
+        print_json(
+            {
+                "summary": controls.summary_output,
+                "dataset": controls.output,
+                "replay": controls.replay_output,
+                "executor": "ray",
+                "stats": bundle.record.stats.to_json(),
+            }
+        )
+        return
+    Console().print(_table(bundle))
 
 
 def _groups_range(text: str | None) -> range | None:

@@ -353,3 +353,26 @@ class ShardGap(JournalError):
 
     code = "shard_gap"
     default_hint = "collect the missing group range and merge again"
+
+
+# --- the Ray executor (`openenv rollout --executor ray`, docs/ray.md) ---------------------
+
+
+class ExecutorUnavailable(OpenEnvError):
+    """``--executor ray`` without Ray installed; a usage error, nothing was contacted."""
+
+    code = "executor_unavailable"
+    exit_code = 2
+    default_hint = "install the ray extra: pip install 'kiln-verify[ray]'"
+
+
+class ExecutorWorkerFailed(OpenEnvError):
+    """A Ray worker collecting a group range died (its process, its node or the cluster)
+    more often than the range may be retried, or failed outside the collector's own
+    refusals; nothing is published."""
+
+    code = "executor_worker_failed"
+    default_hint = (
+        "run the command again (every range is collected from scratch), or raise "
+        "--ray-retries; the worker's log is in the Ray session directory"
+    )

@@ -1,0 +1,200 @@
+"""``openenv rollout --executor ray`` on a local Ray cluster of 2 CPUs, against the oracle.
+
+The oracle here needs a bearer token (``require-bearer``) and answers each step 0.1 s late,
+so a range runs long enough to be caught. The Ray workers publish the bytes of one
+single-process collection with the same flags, and the token reaches them (they inherit
+the variable) without entering any published byte. A worker SIGKILLed inside its range
+(found by the process title Ray gives a running task, ``ray::collect_range``) is retried
+from scratch to the same bytes; with no retries left the run fails with
+``executor_worker_failed`` and publishes nothing. Without Ray the command is a usage error
+naming the extra; executor flags that do not combine are usage errors. Ray is started once
+for the module (its cost: docs/ray.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kiln_verify.cli import main
+from kiln_verify.errors import ExecutorWorkerFailed
+from kiln_verify.openenv.collect import CollectionControls
+from kiln_verify.openenv.collect.ray_executor import RaySettings, run_ray, split_plan
+from kiln_verify.openenv.policy.random_policy import RandomPolicy
+from kiln_verify.openenv.verify import verify_bundle
+from oracle.runner import ServerConfig, ServerHandle, start_servers
+from tests.openenv.collect.journals import NAMES, controls_in, files_of, reference
+
+TOKEN_VAR = "KILN_RAY_TEST_TOKEN"
+TOKEN = "ray-test-bearer-7f3a9c"
+GROUPS = 6
+FLAGS = ("--groups", str(GROUPS), "--group-size", "2", "--max-steps", "3")
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[ServerHandle]:
+    """A local Ray cluster (2 CPUs, no dashboard, worker logs kept off the driver) started
+    with the token in its environment, and a bandit that demands that token."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TOKEN_VAR, TOKEN)
+        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(
+            num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
+        )
+        config = ServerConfig("bandit", faults=(f"require-bearer={TOKEN_VAR}", "delay-step=0.1"))
+        (handle,) = start_servers([config])
+        try:
+            yield handle
+        finally:
+            handle.stop()
+            ray.shutdown()
+
+
+def _run(*args: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(sys, "argv", ["kiln-verify", *args])
+    try:
+        main()
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 1
+    return 0
+
+
+def _range_workers() -> list[int]:
+    """Processes running a range right now (Ray titles a running task ``ray::NAME``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().startswith(b"ray::collect_range"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _kill_one_worker_in_its_range() -> tuple[threading.Thread, list[int]]:
+    killed: list[int] = []
+
+    def hunt() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for pid in _range_workers():
+                time.sleep(0.3)  # into its groups (a range takes about 1 s here)
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=hunt, daemon=True)
+    thread.start()
+    return thread, killed
+
+
+def test_ray_workers_publish_the_single_process_bytes(
+    guarded: ServerHandle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = ("--environment", guarded.base_url, "--credential-env", TOKEN_VAR, *FLAGS)
+    single, spread = tmp_path / "single", tmp_path / "ray"
+    single.mkdir()
+    spread.mkdir()
+    monkeypatch.chdir(single)
+    assert _run("openenv", "rollout", *source, "--json", monkeypatch=monkeypatch) == 0
+    monkeypatch.chdir(spread)
+    capsys.readouterr()
+    args = ("openenv", "rollout", *source, "--executor", "ray", "--workers", "2", "--json")
+    assert _run(*args, monkeypatch=monkeypatch) == 0, capsys.readouterr()
+    assert json.loads(capsys.readouterr().out)["executor"] == "ray"
+    expected = tuple((single / name).read_bytes() for name in NAMES)
+    assert tuple((spread / name).read_bytes() for name in NAMES) == expected
+    assert sorted(path.name for path in spread.iterdir()) == sorted(NAMES)
+    assert not any(TOKEN.encode() in data for data in expected)
+    assert verify_bundle(spread / NAMES[2]).rollouts == GROUPS * 2
+    assert split_plan(GROUPS, 4) == [range(0, 1), range(1, 3), range(3, 4), range(4, 6)]
+
+
+@pytest.fixture(scope="module")
+def expected(guarded: ServerHandle) -> tuple[bytes, bytes, bytes]:
+    """The single-process bundle of the library tests' controls (relative output names)."""
+    return files_of(reference(_controls(guarded)))
+
+
+def _controls(server: ServerHandle) -> CollectionControls:
+    controls = controls_in(Path("."), server.base_url, groups=GROUPS)
+    return CollectionControls.create(
+        controls.environments,
+        credential_envs=[TOKEN_VAR],
+        options=controls.options,
+        output=controls.output,
+        replay_output=controls.replay_output,
+        summary_output=controls.summary_output,
+    )
+
+
+def test_a_worker_killed_in_its_range_is_retried_to_the_same_bytes(
+    guarded: ServerHandle,
+    expected: tuple[bytes, bytes, bytes],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    thread, killed = _kill_one_worker_in_its_range()
+    bundle = run_ray(_controls(guarded), RandomPolicy, RaySettings(workers=2, retries=1))
+    thread.join()
+    assert len(killed) == 1
+    assert files_of(bundle) == expected
+    assert tuple((tmp_path / name).read_bytes() for name in NAMES) == expected
+
+
+def test_a_worker_killed_with_no_retry_left_fails_the_run_and_publishes_nothing(
+    guarded: ServerHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    thread, killed = _kill_one_worker_in_its_range()
+    with pytest.raises(ExecutorWorkerFailed) as failed:
+        run_ray(_controls(guarded), RandomPolicy, RaySettings(workers=2, retries=0))
+    thread.join()
+    assert len(killed) == 1
+    assert "retried 0 times" in failed.value.rule
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_ray_the_executor_is_a_usage_error_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    argv = ("openenv", "rollout", "--environment", "http://127.0.0.1:1", "--json")
+    assert _run(*argv, "--executor", "ray", monkeypatch=monkeypatch) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "executor_unavailable"
+    assert "kiln-verify[ray]" in error["hint"]
+    for bad in (
+        ("--workers", "2"),  # without --executor ray
+        ("--ray-address", "auto"),
+        ("--executor", "dask"),
+        ("--executor", "ray", "--journal", "j"),
+        ("--executor", "ray", "--workers", "0"),
+        ("--executor", "ray", "--groups", "2", "--workers", "3"),
+    ):
+        assert _run(*argv, *bad, monkeypatch=monkeypatch) == 2, bad
+        assert json.loads(capsys.readouterr().out)["error"]["code"] == "usage", bad
+    assert _run("openenv", "rollout", "--executor", "ray", "--json", monkeypatch=monkeypatch) == 2
+    assert "environment" in json.loads(capsys.readouterr().out)["error"]["rule"]
+    assert list(tmp_path.iterdir()) == []
+    probe = "import sys, kiln_verify.cli.openenv_rollout; print('ray' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
