@@ -6,13 +6,15 @@ single-process collection with the same flags, and the token reaches them (they 
 the variable) without entering any published byte. A worker SIGKILLed inside its range
 (found by the process title Ray gives a running task, ``ray::collect_range``) is retried
 from scratch to the same bytes; with no retries left the run fails with
-``executor_worker_failed`` and publishes nothing. Without Ray the command is a usage error
-naming the extra; executor flags that do not combine are usage errors. Ray is started once
-for the module (its cost: docs/ray.md).
+``executor_worker_failed`` and publishes nothing. A collector's refusal on a worker (a
+credential variable the workers lack) comes back as its own code. Without Ray the command
+is a usage error naming the extra; executor flags that do not combine are usage errors.
+Ray is started once for the module (its cost: docs/ray.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -27,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from kiln_verify.cli import main
-from kiln_verify.errors import ExecutorWorkerFailed
+from kiln_verify.errors import CredentialInvalid, ExecutorWorkerFailed
 from kiln_verify.openenv.collect import CollectionControls
 from kiln_verify.openenv.collect.ray_executor import RaySettings, run_ray, split_plan
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
@@ -169,6 +171,18 @@ def test_a_worker_killed_with_no_retry_left_fails_the_run_and_publishes_nothing(
     thread.join()
     assert len(killed) == 1
     assert "retried 0 times" in failed.value.rule
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refusal_on_a_worker_comes_back_with_its_own_code_and_nothing_is_published(
+    guarded: ServerHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    controls = _controls(guarded)
+    unset = dataclasses.replace(controls, credential_envs=("KILN_RAY_TEST_UNSET",))
+    with pytest.raises(CredentialInvalid) as refused:  # the workers lack the variable
+        run_ray(unset, RandomPolicy, RaySettings(workers=2))
+    assert "KILN_RAY_TEST_UNSET" in refused.value.rule
     assert list(tmp_path.iterdir()) == []
 
 
