@@ -5,12 +5,14 @@ declared by ``openenv rollout``; this module checks how they combine with the ot
 hands the controls and a policy factory to
 :func:`kiln_verify.openenv.collect.ray_executor.run_ray`. The policy is built on each
 worker by the factory (a model-backed policy loads there, not on the driver); its name and
-options are checked here first. Ray itself is imported by the executor, and only on this
-path (docs/ray.md).
+options are checked here first, by building it once here (except the ``transformers``
+policy, whose model only the workers load). Ray itself is imported by the executor, and
+only on this path (docs/ray.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from dataclasses import dataclass
 
@@ -84,10 +86,12 @@ def collect_on_ray(
     from kiln_verify.openenv.collect.ray_executor import RaySettings, run_ray
 
     options = parse_policy_options(policy_options or [])
-    if policy not in POLICY_NAMES:  # before Ray starts; the options are checked on a worker
+    if policy not in POLICY_NAMES:
         raise PolicyConfigInvalid(
             f"unknown policy {policy[:64]!r}; choose one of {', '.join(POLICY_NAMES)}"
         )
+    if policy != "transformers":  # built once here to refuse bad options before Ray starts
+        asyncio.run(build_policy(policy, options).aclose())  # (a model loads on workers only)
     factory = functools.partial(build_policy, policy, options)
     settings = RaySettings(flags.ray_address, flags.workers, flags.ray_retries)
     return run_ray(controls, factory, settings)

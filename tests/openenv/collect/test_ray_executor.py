@@ -203,9 +203,12 @@ def test_without_ray_the_executor_is_a_usage_error_naming_the_extra(
         ("--executor", "ray", "--journal", "j"),
         ("--executor", "ray", "--workers", "0"),
         ("--executor", "ray", "--groups", "2", "--workers", "3"),
+        ("--executor", "ray", "--policy", "random", "--policy-option", "seed=1"),
+        ("--executor", "ray", "--policy", "sampled"),
     ):
         assert _run(*argv, *bad, monkeypatch=monkeypatch) == 2, bad
-        assert json.loads(capsys.readouterr().out)["error"]["code"] == "usage", bad
+        code = json.loads(capsys.readouterr().out)["error"]["code"]
+        assert code in ("usage", "policy_config_invalid"), bad
     assert _run("openenv", "rollout", "--executor", "ray", "--json", monkeypatch=monkeypatch) == 2
     assert "environment" in json.loads(capsys.readouterr().out)["error"]["rule"]
     assert list(tmp_path.iterdir()) == []
