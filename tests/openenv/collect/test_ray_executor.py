@@ -72,15 +72,27 @@ def _run(*args: str, monkeypatch: pytest.MonkeyPatch) -> int:
     return 0
 
 
+def _ours(pid: int) -> bool:
+    """Whether ``pid`` descends from this process (our cluster's raylet started it), not from
+    another test process's cluster running beside this one."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
+
+
 def _range_workers() -> list[int]:
-    """Processes running a range right now (Ray titles a running task ``ray::NAME``)."""
+    """Our processes running a range right now (Ray titles a running task ``ray::NAME``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "cmdline").read_bytes().startswith(b"ray::collect_range"):
+                title = (entry / "cmdline").read_bytes()
+                if title.startswith(b"ray::collect_range") and _ours(int(entry.name)):
                     found.append(int(entry.name))
-            except OSError:
+            except (OSError, ValueError, IndexError):  # a process that ended meanwhile
                 continue
     return found
 
