@@ -7,9 +7,10 @@ the variable) without entering any published byte. A worker SIGKILLed inside its
 (found by the process title Ray gives a running task, ``ray::collect_range``) is retried
 from scratch to the same bytes; with no retries left the run fails with
 ``executor_worker_failed`` and publishes nothing. A collector's refusal on a worker (a
-credential variable the workers lack) comes back as its own code. Without Ray the command
-is a usage error naming the extra; executor flags that do not combine are usage errors.
-Ray is started once for the module (its cost: docs/ray.md).
+credential variable the workers lack) comes back as its own code, any other exception as
+``executor_worker_failed`` naming it. Without Ray the command is a usage error naming the
+extra; executor flags that do not combine are usage errors. Ray is started once for the
+module (its cost: docs/ray.md).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kiln_verify.cli import main
 from kiln_verify.errors import CredentialInvalid, ExecutorWorkerFailed
 from kiln_verify.openenv.collect import CollectionControls
 from kiln_verify.openenv.collect.ray_executor import RaySettings, run_ray, split_plan
+from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.verify import verify_bundle
 from oracle.runner import ServerConfig, ServerHandle, start_servers
@@ -186,7 +188,7 @@ def test_a_worker_killed_with_no_retry_left_fails_the_run_and_publishes_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_refusal_on_a_worker_comes_back_with_its_own_code_and_nothing_is_published(
+def test_a_refusal_on_a_worker_keeps_its_code_a_failure_is_typed_and_nothing_is_published(
     guarded: ServerHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -195,6 +197,12 @@ def test_a_refusal_on_a_worker_comes_back_with_its_own_code_and_nothing_is_publi
     with pytest.raises(CredentialInvalid) as refused:  # the workers lack the variable
         run_ray(unset, RandomPolicy, RaySettings(workers=2))
     assert "KILN_RAY_TEST_UNSET" in refused.value.rule
+
+    def broken() -> Policy:  # nested: Ray sends it by value, the workers cannot import tests
+        raise RuntimeError("a broken factory")
+
+    with pytest.raises(ExecutorWorkerFailed, match="RuntimeError: a broken factory"):
+        run_ray(controls, broken, RaySettings(workers=2))  # not a refusal: a failure
     assert list(tmp_path.iterdir()) == []
 
 
