@@ -38,6 +38,7 @@ def test_hf_http_transfer_benchmark_smoke(
     assert report["adapter_rank"] > 2  # the trained rank, enlarged
     imports, downloads = report["import"], report["download"]
     assert set(imports["sides"]) == {"cli", "curl_data_binary", "curl_stream"}
+    assert set(imports["vs_data_binary"]) == {"wall_ratio", "client_cpu_ratio"}
     assert set(downloads["sides"]) == {"cli_fetch", "curl_sha256sum"}
     # the export carries the big adapter as its input adapter, barely compressed
     assert downloads["archive_bytes"] > report["adapter_bytes"]
