@@ -9,6 +9,16 @@ recorded-GRPO corpus with the step's behaviour adapter. Prints one JSON summary.
 
     python examples/trl_grpo_openenv.py --output runs/demo --steps 2
 
+The same script runs as several training processes on the CPU (gloo), one bundle per step
+per rank under ``bundles/rank-RRRRR/``; rank 0 builds the model and serves the oracle,
+every rank records and verifies its own steps, and rank 0 prints all of them:
+
+    OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node 2 \
+        examples/trl_grpo_openenv.py --output runs/demo2 --steps 2
+    OMP_NUM_THREADS=1 accelerate launch --multi_gpu --num_processes 2 --num_machines 1 \
+        --mixed_precision no --dynamo_backend no \
+        examples/trl_grpo_openenv.py --output runs/demo3 --steps 2
+
 Against your own environment, replace the oracle URL with the server's and the tiny model
 with your model directory (its chat template must render tool calls; docs/trl.md).
 """
@@ -34,7 +44,7 @@ def verify_step(bundle: Path, model_dir: Path, exports: Path) -> dict[str, objec
 
     report = verify_bundle(bundle / "openenv.rollout-summary.json")
     name = bundle.name.replace("-", "_")
-    exports.mkdir(exist_ok=True)
+    exports.mkdir(parents=True, exist_ok=True)
     export = export_grpo(
         ExportSource(model=model_dir, input_adapter=bundle / "adapter"),
         dataset=bundle / "grpo.train.jsonl",
@@ -42,6 +52,7 @@ def verify_step(bundle: Path, model_dir: Path, exports: Path) -> dict[str, objec
         output=exports / f"{name}.kiln-hf.tar.gz",
     )
     return {
+        "rank": int(bundle.parent.name.removeprefix("rank-")),
         "bundle": str(bundle),
         "groups": report.groups,
         "rollouts": report.rollouts,
@@ -56,10 +67,11 @@ def main() -> int:
     parser.add_argument("--output", type=Path, required=True, help="a new directory")
     parser.add_argument("--steps", type=int, default=2)
     args = parser.parse_args()
-    if args.output.exists():
+    if args.output.exists():  # every rank checks before any joins the process group below
         parser.error(f"--output {args.output} already exists: give a new directory")
-    args.output.mkdir(parents=True)
 
+    from accelerate import PartialState  # type: ignore[import-untyped]
+    from accelerate.utils import broadcast_object_list, gather_object  # type: ignore[import-untyped]
     from datasets import Dataset  # type: ignore[import-untyped]
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -70,14 +82,25 @@ def main() -> int:
     from kiln_verify.trl import BatchRecorder, OpenEnvToolFactory
     from oracle.runner import start_server
 
-    server = start_server("counter")
+    # one process, or one per rank under torchrun / accelerate launch: on the CPU the
+    # process group is gloo's; the factory takes its rank from the launcher, the recorder
+    # writes rank-RRRRR/
+    state = PartialState(cpu=True)
+    server = None
+    if state.is_main_process:
+        args.output.mkdir(parents=True)
+        server = start_server("counter")  # every rank's sessions: 4 each, 64 admitted
+    url = broadcast_object_list([None if server is None else server.base_url])[0]
     factory = OpenEnvToolFactory(
-        server.base_url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
+        url, options=CollectionOptions(group_size=2, thinking=False, max_steps=4)
     )
     try:
         tools = [factory.tool_schema()]  # what TRL shows the model; the warm start uses it
-        model_dir = build_tool_model(args.output / "model", tools)
-        warm_start_tool_model(model_dir, tools, steps=200)
+        model_dir = args.output / "model"
+        with state.main_process_first():  # rank 0 builds it, the others then load it
+            if state.is_main_process:
+                build_tool_model(model_dir, tools)
+                warm_start_tool_model(model_dir, tools, steps=200)
 
         trainer = GRPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(model_dir),
@@ -99,7 +122,8 @@ def main() -> int:
                 disable_tqdm=True,
             ),
             train_dataset=Dataset.from_list(
-                [{"prompt": [{"role": "user", "content": ""}]}] * (4 * args.steps)
+                [{"prompt": [{"role": "user", "content": ""}]}]
+                * (4 * args.steps * state.num_processes)
             ),
             processing_class=AutoTokenizer.from_pretrained(model_dir),
             peft_config=LoraConfig(
@@ -113,13 +137,13 @@ def main() -> int:
     finally:
         factory.close()
 
-    try:
-        steps = [
-            verify_step(bundle, model_dir, args.output / "exports") for bundle in recorder.published
-        ]
-    finally:
+    exports = args.output / "exports" / f"rank-{factory.run.rank:05d}"
+    steps = [verify_step(bundle, model_dir, exports) for bundle in recorder.published]
+    steps = gather_object(steps)  # every rank's, in rank order
+    state.wait_for_everyone()  # the server serves until the last rank is done
+    if server is not None:
         server.stop()
-    print(json.dumps({"status": "verified", "steps": steps}, indent=2))
+        print(json.dumps({"status": "verified", "steps": steps}, indent=2))
     return 0
 
 
