@@ -44,6 +44,7 @@ class EpisodeEnvironment(ActionRules, Protocol):
     @property
     def system_prompt(self) -> str: ...
 
+
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
