@@ -1,12 +1,15 @@
-"""The factory and recorder under ``torchrun --nproc_per_node 2`` on the CPU (gloo).
+"""The factory, the rollout_func and the recorder under ``torchrun --nproc_per_node 2``
+on the CPU (gloo).
 
-One two-rank run (tests/trl/multiprocess_train.py: two optimizer steps of 2 groups x 2
-completions per rank, the tiny tool-calling model, one counter oracle both ranks share,
-no ``rank`` passed) feeds the checks: each rank publishes its own bundles under its own
-``rank-RRRRR`` directory, the ranks' seeds never overlap, every bundle passes ``openenv
-verify``, its recorded-GRPO corpus passes ``hf verify``'s token replay, and each rank's
-corpus rewards are its own episodes' (its slice of TRL's gathered reward matrix). The
-rank refusals need no launcher: a ``RANK`` in the environment is what torchrun sets.
+One two-rank launch (tests/trl/multiprocess_train.py: in each process, two optimizer steps
+of 2 groups x 2 completions through the factory, then two through the rollout_func; the
+tiny tool-calling model, one counter oracle both ranks share, no ``rank`` passed: the
+factory takes ``RANK``, the rollout_func, built once the process group exists,
+``torch.distributed``'s) feeds the checks: each rank publishes its own bundles under its
+own ``rank-RRRRR`` directory, the ranks' seeds never overlap, every bundle passes
+``openenv verify``, its recorded-GRPO corpus passes ``hf verify``'s token replay, and each
+rank's corpus rewards are its own episodes' (its slice of TRL's gathered reward matrix).
+The rank refusals need no launcher: a ``RANK`` in the environment is what torchrun sets.
 """
 
 from __future__ import annotations
@@ -45,12 +48,15 @@ def counter_url() -> Iterator[str]:
         server.stop()
 
 
+PATHS = ("factory", "rollout")
+
+
 class TwoRanks:
     def __init__(self, model: Path, reports: list[dict[str, Any]]) -> None:
         self.model, self.reports = model, reports
 
-    def bundles(self) -> list[Path]:
-        return [Path(path) for report in self.reports for path in report["published"]]
+    def bundles(self, path: str) -> list[Path]:
+        return [Path(bundle) for report in self.reports for bundle in report[path]]
 
 
 @pytest.fixture(scope="module")
@@ -88,50 +94,60 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.parametrize("path", PATHS)
 def test_every_rank_publishes_its_own_bundles_with_the_launcher_s_rank(
-    two_ranks: TwoRanks,
+    two_ranks: TwoRanks, path: str
 ) -> None:
     for rank, report in enumerate(two_ranks.reports):
-        assert (report["rank"], report["world"], report["factory_rank"]) == (rank, 2, rank)
-        bundles = [Path(path) for path in report["published"]]
+        assert (report["rank"], report["world"], report["ranks"]) == (rank, 2, [rank, rank])
+        bundles = [Path(bundle) for bundle in report[path]]
         assert [(b.parent.name, b.name) for b in bundles] == [
             (f"rank-{rank:05d}", "step-000001"),
             (f"rank-{rank:05d}", "step-000002"),
         ]
-        assert len({b.parent.parent for b in bundles}) == 1  # one OUTPUT shared by both ranks
+    assert len({b.parent.parent for b in two_ranks.bundles(path)}) == 1  # one shared OUTPUT
     # DDP keeps the adapters equal: a step's behaviour adapter is the same on both ranks
     for step in ("step-000001", "step-000002"):
         adapters = {
             (b / "adapter" / "adapter_model.safetensors").read_bytes()
-            for b in two_ranks.bundles()
+            for b in two_ranks.bundles(path)
             if b.name == step
         }
         assert len(adapters) == 1
 
 
-def test_the_ranks_seeds_never_overlap(two_ranks: TwoRanks) -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_the_ranks_seeds_never_overlap(two_ranks: TwoRanks, path: str) -> None:
+    """Environment seeds by the seed rule; the corpus's provenance seeds are those on the
+    factory path and the collector's per-completion sampling seeds on the rollout path:
+    disjoint across ranks either way."""
     seeds: dict[int, set[int]] = {0: set(), 1: set()}
+    sampling: dict[int, set[int]] = {0: set(), 1: set()}
     for rank, report in enumerate(two_ranks.reports):
         base = rank * TRL_RANK_SEED_STRIDE
-        for step, path in enumerate(report["published"]):
-            bundle = Path(path)
+        for step, name in enumerate(report[path]):
+            bundle = Path(name)
             summary = json.loads((bundle / "openenv.rollout-summary.json").read_text())
             assert summary["seed_start"] == base + 2 * step  # 2 groups a step, counting on
             for row in _rows(bundle / "openenv.rollouts.jsonl"):
                 seeds[rank].update(c["openenv"]["seed"] for c in row["completions"])
             for row in _rows(bundle / "grpo.train.jsonl"):
-                seeds[rank].update(c["provenance"]["seed"] for c in row["completions"])
+                sampling[rank].update(c["provenance"]["seed"] for c in row["completions"])
         assert seeds[rank] == {base, base + 1, base + 2, base + 3}
+        if path == "factory":
+            assert sampling[rank] == seeds[rank]
     assert not seeds[0] & seeds[1]
+    assert not sampling[0] & sampling[1]
 
 
-def test_every_bundle_verifies_and_its_corpus_replays(two_ranks: TwoRanks) -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_every_bundle_verifies_and_its_corpus_replays(two_ranks: TwoRanks, path: str) -> None:
     from kiln_verify.hf.manifest import GrpoGroup
     from kiln_verify.openenv.verify import verify_bundle
     from kiln_verify.trl.identity import BaseModel
 
     rerender = BaseModel(two_ranks.model).rerender()
-    bundles = two_ranks.bundles()
+    bundles = two_ranks.bundles(path)
     assert len(bundles) == 4
     for bundle in bundles:
         report = verify_bundle(bundle / "openenv.rollout-summary.json")
@@ -154,7 +170,7 @@ def test_the_first_bundle_of_rank_one_exports_and_passes_hf_verify(
     from kiln_verify.hf.export.source import ExportSource
     from kiln_verify.hf.verify import verify_hf_path
 
-    bundle = Path(two_ranks.reports[1]["published"][0])
+    bundle = Path(two_ranks.reports[1]["factory"][0])
     outcome = export_grpo(
         ExportSource(model=two_ranks.model, input_adapter=bundle / "adapter"),
         dataset=bundle / "grpo.train.jsonl",
