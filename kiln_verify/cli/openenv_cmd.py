@@ -41,6 +41,7 @@ _REGISTERED: dict[str, str] = {
     "start": "kiln_verify.cli.openenv_start",
     "status": "kiln_verify.cli.openenv_status",
     "cancel": "kiln_verify.cli.openenv_cancel",
+    "resume": "kiln_verify.cli.openenv_resume",
     "artifact": "kiln_verify.cli.openenv_artifact",
     "report": "kiln_verify.cli.openenv_report",
 }

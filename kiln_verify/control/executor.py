@@ -19,6 +19,11 @@ how collection is combined touches one place. The controls come from the route's
 (:mod:`kiln_verify.control.kinds.rollout`); a run restored from disk has none and is admitted
 again here, under the configuration of the running server.
 
+Every run journals its finished groups into ``<run>/journal`` (kiln-verify's own, never
+an artifact; docs/resume-and-shards.md): a run interrupted by a restart still fails with
+``run_interrupted``, and the resume route (:mod:`kiln_verify.control.resume`) hands its
+journal to a new run, which continues it here with ``--resume``'s checks.
+
 Any error ends the run ``failed`` with the record of :func:`kiln_verify.control.failures.
 classify` for the phase it happened in; a cancellation ends it ``cancelled``; a server
 shutdown records nothing, so the next start fails it with ``run_interrupted``.
@@ -34,6 +39,7 @@ from pathlib import Path
 from kiln_verify.control import failures
 from kiln_verify.control.admission import check_run_request
 from kiln_verify.control.kind import ArtifactFile, ArtifactTable
+from kiln_verify.control.layout import RUN_JOURNAL_DIR
 from kiln_verify.control.registry import CANCELLED_WHILE_ACTIVE, RunRegistry
 from kiln_verify.control.request import OpenEnvRunRequest
 from kiln_verify.control.status import FailureStage, RunArtifact, RunProgress
@@ -53,8 +59,8 @@ from kiln_verify.openenv.collect import (
     CollectionControls,
     ProgressEvent,
     build_bundle,
-    collect,
 )
+from kiln_verify.openenv.collect.journaled import collect_journaled
 from kiln_verify.openenv.policy.base import Policy
 from kiln_verify.openenv.policy.registry import build_policy
 from kiln_verify.openenv.records.environment import EnvironmentIdentityRecord
@@ -161,6 +167,7 @@ def manifest_entries(
         )
     return entries
 
+
 _STATES: dict[str, FailureStage] = {
     "discovering": "discovery",
     "collecting": "collection",
@@ -211,17 +218,25 @@ async def _collect(
     request: OpenEnvRunRequest,
     controls: CollectionControls,
     hook: _Progress,
+    journal: Path,
 ) -> Collection:
     """The collection of one run: the adapter's policy (the resident model's, when it plays
-    the adapter: docs/resident-model.md) and the library's collector."""
+    the adapter: docs/resident-model.md) and the library's journaled collector. Every run
+    journals its groups into ``journal`` (``<run>/journal``) and continues whatever whole
+    entries it finds there (put there by the resume route, :mod:`kiln_verify.control.
+    resume`), with ``--resume``'s checks; the bundle is built from the same groups either
+    way, so its bytes do not depend on the journal."""
     policy = await _resident_policy(registry, request.adapter)
     if policy is None:
         spec = registry.config.policies[request.adapter]
         policy = build_policy(spec.policy, spec.options)
     try:
-        return await collect(controls, policy, progress=hook)
+        done = await collect_journaled(controls, policy, journal, resume=True, progress=hook)
     finally:
         await policy.aclose()
+    if done.collection is None:  # the whole plan is always journaled here
+        raise RuntimeError("the journaled collection did not cover the whole plan")
+    return done.collection
 
 
 async def execute_run(
@@ -235,7 +250,8 @@ async def execute_run(
         if controls is None:
             # restored from disk: the configuration may have changed since admission
             controls = check_run_request(status.request, registry.config)
-        collection = await _collect(registry, status.request, controls, hook)
+        journal = registry.store.run_dir(run_id) / RUN_JOURNAL_DIR
+        collection = await _collect(registry, status.request, controls, hook, journal)
         if handle is not None:
             if handle.cancel_requested:
                 raise asyncio.CancelledError

@@ -15,6 +15,9 @@ from typing import Final
 __all__ = [
     "ARTIFACT_PATHS",
     "EVALUATION_DIR",
+    "RESUMED_AS_FILE",
+    "RESUMED_FROM_FILE",
+    "RUN_JOURNAL_DIR",
     "RUN_STATUS_FILE",
     "artifact_path",
 ]
@@ -22,6 +25,19 @@ __all__ = [
 RUN_STATUS_FILE: Final = "run.json"
 """The run status beside the artifacts (the server's ``run.json``; in a downloaded run, the
 status document as the server answered it)."""
+
+RUN_JOURNAL_DIR: Final = "journal"
+"""A rollout run's collection journal (kiln-verify's own, docs/resume-and-shards.md): every
+finished group, kept after a restart so that ``POST /v1/openenv/runs/{id}/resume`` can
+continue it. Never an artifact, never served."""
+
+RESUMED_FROM_FILE: Final = "resumed-from.json"
+"""In a run created by the resume route: ``kiln-verify.openenv-run-resume.v1`` naming the
+interrupted run it continues (kiln-verify's own record; Kiln's status has no such link)."""
+
+RESUMED_AS_FILE: Final = "resumed-as.json"
+"""In an interrupted run that was resumed: the same record, naming the new run (a second
+resume of the run is refused)."""
 
 EVALUATION_DIR: Final = "environment-evaluation"
 """The paired held-out evaluation's subdirectory (§9)."""

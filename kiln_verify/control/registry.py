@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -185,6 +186,18 @@ class RunRegistry(TrackedRuns):
         replayed = self.replay(request)
         if replayed is not None:
             return replayed, False
+        return self.submit_new(request, controls), True
+
+    def submit_new(
+        self,
+        request: OpenEnvRunRequest,
+        controls: Any = None,
+        prepare: Callable[[str], None] | None = None,
+    ) -> OpenEnvRunStatus:
+        """Queue a new run without replaying a twin (the resume route's new attempt keeps
+        its run's idempotency key, which then binds the newest run, as after a restart).
+        ``prepare(run_id)`` runs once the run directory exists and before the run is
+        tracked or can start; if it raises, the run is withdrawn."""
         kind = kind_of(self.kinds, request.kind)
         self._make_room()
         now = self.clock()
@@ -209,6 +222,12 @@ class RunRegistry(TrackedRuns):
         except (KilnError, OSError) as exc:
             detail = exc.rule if isinstance(exc, KilnError) else exc.strerror
             raise ApiRunCreateFailed(f"the run directory could not be written: {detail}") from None
+        if prepare is not None:
+            try:
+                prepare(run_id)
+            except BaseException:
+                shutil.rmtree(self.store.run_dir(run_id), ignore_errors=True)
+                raise
         self._next_sequence += 1
         self._runs[run_id] = status
         if controls is not None:
@@ -222,7 +241,7 @@ class RunRegistry(TrackedRuns):
         # Admit after answering: the 202 waits for the run's own durable creation only,
         # not for the admission write of whichever run the free slot goes to.
         asyncio.get_running_loop().call_soon(self.pump)
-        return self._project(self._runs[run_id]), True
+        return self._project(self._runs[run_id])
 
     # -- changing -----------------------------------------------------------------------
 

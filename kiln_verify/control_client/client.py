@@ -260,6 +260,14 @@ class ControlClient:
     def cancel(self, run_id: str) -> OpenEnvRunStatus:
         return self._json(OpenEnvRunStatus, "DELETE", f"/v1/openenv/runs/{check_run_id(run_id)}")[0]
 
+    def resume(self, run_id: str) -> OpenEnvRunStatus:
+        """kiln-verify's resume route: the new run continuing an interrupted run (202)."""
+        path = f"/v1/openenv/runs/{check_run_id(run_id)}/resume"
+        status, code = self._json(OpenEnvRunStatus, "POST", path)
+        if code != 202:
+            raise ControlResponseInvalid(f"POST {path} answered {code}, not 202")
+        return status
+
     def follow(
         self,
         run_id: str,

@@ -111,6 +111,18 @@ class ApiRunNotCancellable(ControlApiError):
     default_hint = "only queued or running runs can be cancelled"
 
 
+class ApiRunNotResumable(ControlApiError):
+    """kiln-verify's own resume route (Kiln has none): the run is not an interrupted
+    rollout run whose journal is still there."""
+
+    code = "openenv_run_not_resumable"
+    http_status = 409
+    default_hint = (
+        "only a rollout run failed with run_interrupted can be resumed, once; "
+        "submit a new run instead"
+    )
+
+
 class ApiArtifactNotFound(ControlApiError):
     code = "openenv_artifact_not_found"
     http_status = 404

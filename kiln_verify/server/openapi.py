@@ -23,7 +23,16 @@ from kiln_verify.control.status import (
 from kiln_verify.control.training.records import OpenEnvTrainingPreflightRequest
 from kiln_verify.records import Record
 
-__all__ = ["answers", "artifact", "create_run", "inspect", "install", "run_answers", "tasks"]
+__all__ = [
+    "answers",
+    "artifact",
+    "create_run",
+    "inspect",
+    "install",
+    "resume_run",
+    "run_answers",
+    "tasks",
+]
 
 _REQUESTS: tuple[type[Record], ...] = (
     OpenEnvRunRequest,
@@ -68,6 +77,21 @@ def create_run() -> dict[str, Any]:
             **_errors(400, 403, 409, 413, 500, 501, 503),
         },
         "openapi_extra": _body(OpenEnvRunRequest),
+    }
+
+
+def resume_run() -> dict[str, Any]:
+    return {
+        "response_model": None,
+        "status_code": 202,
+        "summary": (
+            "kiln-verify extension (not Kiln's): a new run continuing the journal of a "
+            "rollout run failed with run_interrupted"
+        ),
+        "responses": {
+            202: {"model": OpenEnvRunStatus, "description": "The new attempt was queued"},
+            **_errors(400, 403, 404, 409, 500, 501, 503),
+        },
     }
 
 

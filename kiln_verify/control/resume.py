@@ -1,0 +1,100 @@
+"""``POST /v1/openenv/runs/{id}/resume``: a new attempt at an interrupted rollout run.
+
+A kiln-verify extension (Kiln has no resume route and its run request no field naming an
+earlier run). The seed's rule stays: a run admitted before a restart is ``failed`` with
+``run_interrupted``. Its journal (``<run>/journal``, every group finished before the
+kill, see :mod:`kiln_verify.control.executor`) is kept, and this route creates a **new**
+run with the failed run's exact request, admitted again under the running server's
+policy, whose executor continues that journal with ``--resume``'s checks
+(:func:`~kiln_verify.openenv.collect.journaled.collect_journaled`): other controls, plan,
+policy or environment identities end the new run ``failed`` with the journal's refusal in
+its message, and the groups after the last whole entry are collected. The published
+bundle is byte-identical to an uninterrupted run's with the same request.
+
+The journal is **moved** (one ``rename`` within the runs root, both directories fsynced)
+into the new run's directory before the new run can start, so exactly one run owns it; a
+new attempt that is interrupted in turn is resumed the same way. The link is recorded in
+our own record ``kiln-verify.openenv-run-resume.v1``: ``resumed-from.json`` in the new
+run, ``resumed-as.json`` in the old one (its presence refuses a second resume). Kiln's
+status records are unchanged: nothing in them says a run was resumed.
+
+Refusals: an unknown run is ``openenv_run_not_found`` (404); a run that is not a rollout
+run failed with ``run_interrupted``, or that was resumed already, is
+``openenv_run_not_resumable`` (409); the request's admission refusals are the create
+route's. A crash between the new run's creation and the move leaves the journal with the
+old run and a queued new run that, restarted, collects from group 0: the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+from kiln_verify.control.layout import RESUMED_AS_FILE, RESUMED_FROM_FILE, RUN_JOURNAL_DIR
+from kiln_verify.control.registry import RunRegistry
+from kiln_verify.control.status import OpenEnvRunStatus
+from kiln_verify.core.jsonenc import dumps_pretty
+from kiln_verify.core.publish import replace_bytes
+from kiln_verify.errors import ApiRunNotResumable
+
+__all__ = ["RESUME_SCHEMA", "resume_run"]
+
+RESUME_SCHEMA: Final = "kiln-verify.openenv-run-resume.v1"
+
+_RESUMABLE_KINDS: Final = frozenset({"rollout"})
+
+
+def _record(resumed_from: str, resumed_as: str) -> bytes:
+    return dumps_pretty(
+        {"schema": RESUME_SCHEMA, "resumed_from": resumed_from, "resumed_as": resumed_as}
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check(registry: RunRegistry, status: OpenEnvRunStatus) -> None:
+    run_id = status.run_id
+    failure = status.failure
+    if status.kind not in _RESUMABLE_KINDS:
+        raise ApiRunNotResumable(f"run {run_id} is kind={status.kind}; only rollout runs resume")
+    if status.state != "failed" or failure is None or failure.code != "run_interrupted":
+        why = failure.code if failure is not None else status.state
+        raise ApiRunNotResumable(
+            f"run {run_id} ended {status.state} ({why}); only a run failed with "
+            "run_interrupted can be resumed"
+        )
+    marker = registry.store.run_dir(run_id) / RESUMED_AS_FILE
+    if marker.exists() or marker.is_symlink():
+        raise ApiRunNotResumable(f"run {run_id} was resumed already (see its {RESUMED_AS_FILE})")
+
+
+def resume_run(registry: RunRegistry, run_id: str) -> OpenEnvRunStatus:
+    """Queue the new attempt at ``run_id`` and return its status (see the module)."""
+    old = registry.get(run_id)
+    _check(registry, old)
+    controls = registry.admit(old.request)
+    old_dir = registry.store.run_dir(run_id)
+
+    def prepare(new_id: str) -> None:
+        new_dir = registry.store.run_dir(new_id)
+        record = _record(run_id, new_id)
+        replace_bytes(new_dir / RESUMED_FROM_FILE, record)
+        replace_bytes(old_dir / RESUMED_AS_FILE, record)
+        journal = old_dir / RUN_JOURNAL_DIR
+        if journal.is_dir() and not journal.is_symlink():
+            try:
+                os.rename(journal, new_dir / RUN_JOURNAL_DIR)
+                _fsync_dir(old_dir)
+                _fsync_dir(new_dir)
+            except OSError:
+                (old_dir / RESUMED_AS_FILE).unlink(missing_ok=True)
+                raise
+
+    return registry.submit_new(old.request, controls, prepare)
