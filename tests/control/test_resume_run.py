@@ -22,10 +22,11 @@ import httpx
 from typer.testing import CliRunner
 
 from kiln_verify.cli import app
+from kiln_verify.control.config import PolicySpec
 from kiln_verify.control.layout import RESUMED_AS_FILE, RESUMED_FROM_FILE, RUN_JOURNAL_DIR
 from oracle.runner import ServerHandle as OracleHandle
 from tests.control.kill_child import serve_child
-from tests.control.support import small_request, wait_terminal
+from tests.control.support import client_of, control_server, small_request, wait_terminal
 
 FILES = ("openenv.rollouts.jsonl", "openenv.replay.json", "openenv.rollout-summary.json")
 GROUPS = 8
@@ -150,3 +151,34 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_bytes(
             if started.process.is_alive():
                 started.kill()
     assert os.path.isdir(runs_root / old_id)
+
+
+def test_a_resume_under_another_policy_fails_with_the_journal_code(
+    slow_bandit: OracleHandle, tmp_path: Path
+) -> None:
+    """The new attempt runs ``--resume``'s checks: the server's policy for the adapter
+    changed across the restart, so the journal's behaviour policy no longer matches."""
+    state = tmp_path / "state"
+    body = small_request(slow_bandit.base_url, groups=GROUPS)
+    with control_server(state) as first, client_of(first) as http:
+        old_id = http.post("/v1/openenv/runs", json=body).json()["run_id"]
+        journal = state / ".openenv" / "runs" / old_id / RUN_JOURNAL_DIR
+        deadline = time.monotonic() + 60
+        while not _entries(journal):
+            assert time.monotonic() < deadline, "no group was journaled"
+            time.sleep(0.01)
+    # a clean stop records nothing: the restart fails the run as interrupted
+    script = tmp_path / "script.json"
+    script.write_text('["0"]', encoding="utf-8")
+    other = {"base": PolicySpec("scripted", {"script": str(script)})}
+    with control_server(state, policies=other) as second, client_of(second) as http:
+        assert http.get(f"/v1/openenv/runs/{old_id}").json()["failure"]["code"] == (
+            "run_interrupted"
+        )
+        created = http.post(f"/v1/openenv/runs/{old_id}/resume")
+        assert created.status_code == 202, created.text
+        new = wait_terminal(http, created.json()["run_id"])
+    assert new["state"] == "failed"
+    assert "journal_controls_changed" in new["failure"]["message"]
+    assert "policy" in new["failure"]["message"]
+    assert new.get("artifacts") is None
