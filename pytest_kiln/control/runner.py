@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
-from pytest_kiln.cases.model import (
-    FAILURE_VERDICT,
-    CaseResult,
-    CheckFailed,
-    NotApplicable,
-    Verdict,
-    describe,
-)
+from pytest_kiln.cases.model import CaseResult
+from pytest_kiln.cases.outcome import run_checked
 from pytest_kiln.control.context import ControlContext, ControlTarget
 from pytest_kiln.control.inventory import ControlCase
 
@@ -19,19 +11,4 @@ __all__ = ["run_control_case"]
 
 
 def run_control_case(case: ControlCase, target: ControlTarget) -> CaseResult:
-    started = time.monotonic()
-    ctx = ControlContext(target)
-    verdict, detail = Verdict.OK, ""
-    try:
-        detail = case.check(ctx) or ""
-    except NotApplicable as exc:
-        verdict, detail = Verdict.SKIPPED, str(exc)
-    except CheckFailed as exc:
-        verdict, detail = FAILURE_VERDICT[case.level], str(exc)
-    except Exception as exc:  # a transport error the check did not anticipate
-        verdict, detail = FAILURE_VERDICT[case.level], describe(exc)
-    finally:
-        ctx.close()
-    return CaseResult(
-        case.id, case.level, case.clause, verdict, detail[:2000], time.monotonic() - started
-    )
+    return run_checked(case, ControlContext(target))
