@@ -197,3 +197,32 @@ def fail_on_outcome(status: OpenEnvRunStatus, *, as_json: bool = False) -> None:
     if error is not None:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(error.exit_code)
+
+
+def submit_and_report(
+    url: str,
+    submit: Callable[[ControlClient], tuple[OpenEnvRunStatus, str]],
+    *,
+    follow: bool,
+    as_json: bool,
+) -> None:
+    """A command that creates a run (``start``, ``resume``): ``submit`` creates it and says
+    what happened; the line goes to stderr under ``--json``; ``--follow`` waits for a
+    terminal state, prints its table and exits 1 on a failed or cancelled run."""
+
+    def work(client: ControlClient) -> OpenEnvRunStatus:
+        status, what = submit(client)
+        if not as_json or follow:
+            typer.echo(f"{what} ({status.state})", err=as_json)
+        if not follow:
+            return status
+        with follow_renderer(True) as show:
+            return client.follow(status.run_id, show)
+
+    final = with_client(url, work, as_json=as_json)
+    if as_json:
+        echo_json(final.to_json())
+    elif follow:
+        Console(file=sys.stdout).print(status_table(final))
+    if follow:
+        fail_on_outcome(final, as_json=as_json)

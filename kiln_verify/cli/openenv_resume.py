@@ -9,22 +9,16 @@ cancelled.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from kiln_verify.cli.control_common import (
     URL_DEFAULT,
     Json,
     RunId,
     Url,
-    echo_json,
-    fail_on_outcome,
-    follow_renderer,
-    status_table,
-    with_client,
+    submit_and_report,
 )
 from kiln_verify.control.status import OpenEnvRunStatus
 from kiln_verify.control_client.client import ControlClient
@@ -42,22 +36,11 @@ def resume_command(
 ) -> None:
     """Resume a rollout run failed with run_interrupted as a new run (kiln-verify's own)."""
 
-    def work(client: ControlClient) -> OpenEnvRunStatus:
+    def submit(client: ControlClient) -> tuple[OpenEnvRunStatus, str]:
         status = client.resume(run_id)
-        if not as_json or follow:
-            typer.echo(f"resumed run {run_id} as run {status.run_id} ({status.state})", err=as_json)
-        if not follow:
-            return status
-        with follow_renderer(True) as show:
-            return client.follow(status.run_id, show)
+        return status, f"resumed run {run_id} as run {status.run_id}"
 
-    final = with_client(url, work, as_json=as_json)
-    if as_json:
-        echo_json(final.to_json())
-    elif follow:
-        Console(file=sys.stdout).print(status_table(final))
-    if follow:
-        fail_on_outcome(final, as_json=as_json)
+    submit_and_report(url, submit, follow=follow, as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:

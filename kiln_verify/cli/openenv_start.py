@@ -9,21 +9,15 @@ terminal state and exits 1 with the typed diagnosis if the run failed or was can
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from kiln_verify.cli.control_common import (
     URL_DEFAULT,
     Json,
     Url,
-    echo_json,
-    fail_on_outcome,
-    follow_renderer,
-    status_table,
-    with_client,
+    submit_and_report,
 )
 from kiln_verify.cli.output import fail
 from kiln_verify.control.status import OpenEnvRunStatus
@@ -60,23 +54,12 @@ def start_command(
     except KilnError as exc:
         fail(exc, as_json=as_json)
 
-    def work(client: ControlClient) -> OpenEnvRunStatus:
+    def submit(client: ControlClient) -> tuple[OpenEnvRunStatus, str]:
         status, created = client.start(body)
         what = "started run" if created else "existing run (idempotent retry)"
-        if not as_json or follow:
-            typer.echo(f"{what} {status.run_id} ({status.state})", err=as_json)
-        if not follow:
-            return status
-        with follow_renderer(True) as show:
-            return client.follow(status.run_id, show)
+        return status, f"{what} {status.run_id}"
 
-    final = with_client(url, work, as_json=as_json)
-    if as_json:
-        echo_json(final.to_json())
-    elif follow:
-        Console(file=sys.stdout).print(status_table(final))
-    if follow:
-        fail_on_outcome(final, as_json=as_json)
+    submit_and_report(url, submit, follow=follow, as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:
