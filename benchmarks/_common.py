@@ -9,6 +9,7 @@ pipe would stall the server mid-benchmark. The log tail is attached to every sta
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import os
@@ -22,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -298,3 +300,40 @@ def best_child(code: str, argument: str, rounds: int) -> tuple[float, float]:
         wall, cpu = (float(part) for part in out.stdout.split())
         best, best_cpu = min(best, wall), min(best_cpu, cpu)
     return best, best_cpu
+
+
+# -- one collection plan, as the collector benchmarks take it --------------------------------
+
+BUNDLE_NAMES = ("d.jsonl", "r.json", "s.json")
+"""The three bundle files a benchmark's collection publishes (dataset, replay, summary)."""
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser, *, groups: int, rounds: int) -> None:
+    """``--groups``, ``--group-size``, ``--steps``, ``--concurrency``, ``--rounds``: the plan
+    every collector benchmark times (the oracle's own episodes, no thinking)."""
+    parser.add_argument("--groups", type=int, default=groups)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=rounds)
+
+
+def plan_controls(base_url: str, args: argparse.Namespace, directory: Path) -> Any:
+    """The collector's controls for :func:`add_plan_arguments`' plan, publishing
+    :data:`BUNDLE_NAMES` into ``directory`` (replacing what a previous round left)."""
+    from kiln_verify.openenv.collect import CollectionControls, CollectionOptions
+
+    return CollectionControls.create(
+        [base_url],
+        options=CollectionOptions(
+            groups=args.groups,
+            group_size=args.group_size,
+            max_steps=args.steps,
+            concurrency=args.concurrency,
+            thinking=False,
+        ),
+        output=str(directory / BUNDLE_NAMES[0]),
+        replay_output=str(directory / BUNDLE_NAMES[1]),
+        summary_output=str(directory / BUNDLE_NAMES[2]),
+        force=True,
+    )

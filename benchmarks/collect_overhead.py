@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import oracle_command, start_server_process
+from benchmarks._common import add_plan_arguments, oracle_command, start_server_process
 
 TARGET_RATIO = 1.3
 SERVER = "bandit"
@@ -172,11 +172,7 @@ def measure(base_url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--groups", type=int, default=64)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=5)
+    add_plan_arguments(parser, groups=64, rounds=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--no-state-check",

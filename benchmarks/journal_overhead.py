@@ -29,31 +29,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import oracle_command, start_server_process
+from benchmarks._common import (
+    BUNDLE_NAMES,
+    add_plan_arguments,
+    oracle_command,
+    plan_controls,
+    start_server_process,
+)
 
 TARGET_RATIO = 1.05
 SERVER = "bandit"
-NAMES = ("d.jsonl", "r.json", "s.json")
 _ACTIONS = tuple(json.dumps({"arm": arm}) for arm in range(10))
-
-
-def _controls(base_url: str, args: argparse.Namespace, directory: Path) -> Any:
-    from kiln_verify.openenv.collect import CollectionControls, CollectionOptions
-
-    return CollectionControls.create(
-        [base_url],
-        options=CollectionOptions(
-            groups=args.groups,
-            group_size=args.group_size,
-            max_steps=args.steps,
-            concurrency=args.concurrency,
-            thinking=False,
-        ),
-        output=str(directory / NAMES[0]),
-        replay_output=str(directory / NAMES[1]),
-        summary_output=str(directory / NAMES[2]),
-        force=True,
-    )
 
 
 def _policy() -> Any:
@@ -74,7 +60,7 @@ def _collections(base_url: str, args: argparse.Namespace, tmp: Path) -> dict[str
 
     out = tmp / "out"
     out.mkdir()
-    controls = _controls(base_url, args, out)
+    controls = plan_controls(base_url, args, out)
     times: dict[str, list[float]] = {
         "plain": [],
         "journaled": [],
@@ -103,7 +89,7 @@ def _merge(base_url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]
     from kiln_verify.openenv.collect.merge import merge_shards, publish_merged
     from kiln_verify.openenv.verify import verify_bundle
 
-    controls = _controls(base_url, args, tmp / "out")
+    controls = plan_controls(base_url, args, tmp / "out")
     half = args.groups // 2
     shards = [tmp / "shard-a", tmp / "shard-b"]
     for shard, span in zip(shards, (range(0, half), range(half, args.groups)), strict=True):
@@ -123,7 +109,8 @@ def _merge(base_url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]
         wall, _, _ = _timed(lambda: verify_bundle(paths[2]))  # noqa: B023
         verify_s.append(wall)
         same = all(
-            (target / name).read_bytes() == (tmp / "out" / name).read_bytes() for name in NAMES
+            (target / name).read_bytes() == (tmp / "out" / name).read_bytes()
+            for name in BUNDLE_NAMES
         )
         if not same:
             raise RuntimeError("the merged bundle differs from the single-host bundle")
@@ -169,11 +156,7 @@ def measure(base_url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--groups", type=int, default=64)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=5)
+    add_plan_arguments(parser, groups=64, rounds=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--tmpdir", default=None, help="where the bundles and journals go (its file system's fsync)"

@@ -31,29 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import oracle_command, start_server_process
+from benchmarks._common import (
+    add_plan_arguments,
+    oracle_command,
+    plan_controls,
+    start_server_process,
+)
 
 SERVER = "bandit"
-NAMES = ("d.jsonl", "r.json", "s.json")
-
-
-def _controls(base_url: str, args: argparse.Namespace, directory: Path) -> Any:
-    from kiln_verify.openenv.collect import CollectionControls, CollectionOptions
-
-    return CollectionControls.create(
-        [base_url],
-        options=CollectionOptions(
-            groups=args.groups,
-            group_size=args.group_size,
-            max_steps=args.steps,
-            concurrency=args.concurrency,
-            thinking=False,
-        ),
-        output=str(directory / NAMES[0]),
-        replay_output=str(directory / NAMES[1]),
-        summary_output=str(directory / NAMES[2]),
-        force=True,
-    )
 
 
 def _single(controls: Any) -> tuple[float, Any]:
@@ -86,7 +71,7 @@ def _one_delay(delay: float, args: argparse.Namespace, tmp: Path) -> dict[str, A
     try:
         out = tmp / f"delay-{delay:g}"
         out.mkdir()
-        controls = _controls(server.base_url, args, out)
+        controls = plan_controls(server.base_url, args, out)
         _ray(controls, args.workers)  # warm-up: the workers import the collector once
         single_s: list[float] = []
         ray_s: list[float] = []
@@ -155,12 +140,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--groups", type=int, default=32)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--concurrency", type=int, default=4)
+    add_plan_arguments(parser, groups=32, rounds=3)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--delay-step", type=float, action="append", help="oracle step delay in s (repeat)"
     )
