@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_kiln.cases.model import (
     FAILURE_VERDICT,
@@ -17,7 +17,10 @@ from pytest_kiln.cases.model import (
     describe,
 )
 
-__all__ = ["CheckedCase", "Closable", "run_checked"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["CheckedCase", "Closable", "answer_json", "run_checked"]
 
 
 class Closable(Protocol):
@@ -56,3 +59,14 @@ def run_checked(case: CheckedCase[C], ctx: C) -> CaseResult:
     return CaseResult(
         case.id, case.level, case.clause, verdict, detail[:2000], time.monotonic() - started
     )
+
+
+def answer_json(response: httpx.Response) -> Any:
+    """The answer's JSON document, or the check fails naming the request."""
+    try:
+        return response.json()
+    except ValueError:
+        raise CheckFailed(
+            f"{response.request.method} {response.request.url.path} answered non-JSON "
+            f"(status {response.status_code})"
+        ) from None

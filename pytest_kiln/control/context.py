@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from pytest_kiln.cases.model import CheckFailed
+from pytest_kiln.cases.outcome import answer_json
 
 __all__ = ["TERMINAL", "ControlContext", "ControlTarget", "open_target"]
 
@@ -101,15 +102,7 @@ class ControlContext:
             raise CheckFailed("POST /v1/openenv/runs did not answer a JSON object")
         return document
 
-    @staticmethod
-    def json(response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError:
-            raise CheckFailed(
-                f"{response.request.method} {response.request.url.path} answered non-JSON "
-                f"(status {response.status_code})"
-            ) from None
+    json = staticmethod(answer_json)
 
     def status(self, run_id: str) -> dict[str, Any]:
         response = self.http.get(f"/v1/openenv/runs/{run_id}")

@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 
 from pytest_kiln.cases.model import CheckFailed, NotApplicable
+from pytest_kiln.cases.outcome import answer_json
 
 __all__ = [
     "EXPORTS",
@@ -84,15 +85,7 @@ class HfContext:
 
     # --- answers -------------------------------------------------------------------------
 
-    @staticmethod
-    def json(response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError:
-            raise CheckFailed(
-                f"{response.request.method} {response.request.url.path} answered non-JSON "
-                f"(status {response.status_code})"
-            ) from None
+    json = staticmethod(answer_json)
 
     @staticmethod
     def error_code(response: httpx.Response) -> str | None:

@@ -104,14 +104,6 @@ def kiln_valid(body: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from tests.hf.importer.conftest import completed_sft_bundle
-
-    built = completed_sft_bundle(tmp_path_factory)
-    return built.model, built.bundle
-
-
-@pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory, completed: tuple[Path, Path]) -> ServerConfig:
     return resident_config(tmp_path_factory.mktemp("hf-import") / "state", completed[0])
 

@@ -39,14 +39,6 @@ from tests.hf.importer.conftest import tree
 
 
 @pytest.fixture(scope="module")
-def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from tests.hf.importer.conftest import completed_sft_bundle
-
-    built = completed_sft_bundle(tmp_path_factory)
-    return built.model, built.bundle
-
-
-@pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory, completed: tuple[Path, Path]) -> ServerConfig:
     return resident_config(tmp_path_factory.mktemp("hf-import-cli") / "state", completed[0])
 

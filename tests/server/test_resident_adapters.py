@@ -87,18 +87,6 @@ KILN_ENTRY = set(
 
 
 @pytest.fixture(scope="module")
-def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(tiny model, completed ``sft_01.kiln-hf``): the import tests' shared build."""
-    pytest.importorskip("torch")
-    pytest.importorskip("peft")
-    pytest.importorskip("trl")
-    from tests.hf.importer.conftest import completed_sft_bundle
-
-    built = completed_sft_bundle(tmp_path_factory)
-    return built.model, built.bundle
-
-
-@pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory, completed: tuple[Path, Path]) -> ServerConfig:
     state = tmp_path_factory.mktemp("resident") / "state"
     return resident_config(state, completed[0])

@@ -1,0 +1,19 @@
+"""Fixtures of the route tests that need a trained adapter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(tiny model, completed ``sft_01.kiln-hf``): the import tests' shared build."""
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    pytest.importorskip("trl")
+    from tests.hf.importer.conftest import completed_sft_bundle
+
+    built = completed_sft_bundle(tmp_path_factory)
+    return built.model, built.bundle
