@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -42,6 +43,7 @@ from kiln_verify.openenv.policy.registry import POLICY_NAMES, build_policy, pars
 
 if TYPE_CHECKING:
     from kiln_verify.openenv.collect.journaled import JournaledCollection
+    from kiln_verify.openenv.policy.base import Policy
 
 __all__ = ["register"]
 
@@ -88,6 +90,41 @@ def _table(bundle: Bundle, grpo_output: str | None = None) -> Table:
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    """What the three paths of one command line share (built once by :func:`_rollout`):
+    the collection flags, the outputs, the behaviour policy's name and options, ``--json``."""
+
+    flags: opts.CollectionFlags
+    output: str
+    replay_output: str
+    summary_output: str
+    force: bool
+    grpo_output: str | None
+    policy: str
+    policy_options: tuple[str, ...]
+    as_json: bool
+
+    def controls(self) -> CollectionControls:
+        """The flags' controls with this command line's outputs."""
+        return dataclasses.replace(
+            self.flags.controls(),
+            output=self.output,
+            replay_output=self.replay_output,
+            summary_output=self.summary_output,
+            force=self.force,
+            grpo_output=self.grpo_output,
+        )
+
+    def behaviour(self) -> Policy:
+        """The behaviour policy, built (a model-backed one loads its model here)."""
+        return build_policy(self.policy, parse_policy_options(list(self.policy_options)))
+
+    @property
+    def show_bar(self) -> bool:
+        return not self.as_json and sys.stderr.isatty()
 
 
 def _rollout(
@@ -169,6 +206,17 @@ def _rollout(
     ] = DEFAULT_RAY_RETRIES,
 ) -> None:
     """Collect rollouts into a corpus, a replay manifest and a summary, published together."""
+    command = _Command(
+        flags,
+        output,
+        replay_output,
+        summary_output,
+        force,
+        grpo_output,
+        policy,
+        tuple(policy_option or ()),
+        as_json,
+    )
     placement = ExecutorFlags(executor, ray_address, workers, ray_retries)
     try:
         placement.check(
@@ -178,28 +226,19 @@ def _rollout(
     except KilnError as exc:
         fail(exc, as_json=as_json)
     if placement.ray:
-        _on_ray(flags, output, replay_output, summary_output, force, grpo_output, policy,
-                policy_option, as_json, placement)  # fmt: skip
+        _on_ray(command, placement)
         return
     if journal is not None or resume or groups_range is not None:
-        _journaled(flags, output, replay_output, summary_output, force, grpo_output, policy,
-                   policy_option, as_json, journal, resume, groups_range)  # fmt: skip
+        _journaled(command, journal, resume, groups_range)
         return
     try:
         embedded = flags.embedded()
-        controls = dataclasses.replace(
-            flags.controls(),
-            output=output,
-            replay_output=replay_output,
-            summary_output=summary_output,
-            force=force,
-            grpo_output=grpo_output,
-        )
+        controls = command.controls()
         check_outputs(controls)  # before the policy loads a model or a server is contacted
-        behaviour = build_policy(policy, parse_policy_options(policy_option or []))
+        behaviour = command.behaviour()
         grpo_tokenizer(controls, behaviour)  # refuse before the oracle or any server is used
         with embedded.serve(controls) as live:
-            bundle = _collect(live, behaviour, show_bar=not as_json and sys.stderr.isatty())
+            bundle = _collect(live, behaviour, show_bar=command.show_bar)
     except KilnError as exc:
         fail(exc, as_json=as_json)
     if as_json:
@@ -216,32 +255,14 @@ def _rollout(
     Console().print(_table(bundle, controls.grpo_output))
 
 
-def _on_ray(
-    flags: opts.CollectionFlags,
-    output: str,
-    replay_output: str,
-    summary_output: str,
-    force: bool,
-    grpo_output: str | None,
-    policy: str,
-    policy_option: list[str] | None,
-    as_json: bool,
-    placement: ExecutorFlags,
-) -> None:
+def _on_ray(command: _Command, placement: ExecutorFlags) -> None:
     """``--executor ray``: the plan's ranges on Ray workers, merged and published here."""
     try:
-        controls = dataclasses.replace(
-            flags.controls(),
-            output=output,
-            replay_output=replay_output,
-            summary_output=summary_output,
-            force=force,
-            grpo_output=grpo_output,
-        )
-        bundle = collect_on_ray(controls, policy, policy_option, placement)
+        controls = command.controls()
+        bundle = collect_on_ray(controls, command.policy, list(command.policy_options), placement)
     except KilnError as exc:
-        fail(exc, as_json=as_json)
-    if as_json:
+        fail(exc, as_json=command.as_json)
+    if command.as_json:
         print_json(
             {
                 "summary": controls.summary_output,
@@ -268,48 +289,26 @@ def _groups_range(text: str | None) -> range | None:
 
 
 def _journaled(
-    flags: opts.CollectionFlags,
-    output: str,
-    replay_output: str,
-    summary_output: str,
-    force: bool,
-    grpo_output: str | None,
-    policy: str,
-    policy_option: list[str] | None,
-    as_json: bool,
-    journal: str | None,
-    resume: bool,
-    groups_range: str | None,
+    command: _Command, journal: str | None, resume: bool, groups_range: str | None
 ) -> None:
     """``--journal``/``--resume``/``--groups-range``: the journaled collection."""
+    as_json = command.as_json
     try:
         if journal is None:
             raise UsageError("`resume` and `groups_range` need `journal`", fields=("journal",))
-        if not flags.environment:
+        if not command.flags.environment:
             raise UsageError(
                 "`journal` needs `environments`: the embedded oracle listens on a new port "
                 "each run, so a journal of it could never be resumed",
                 fields=("journal", "environments"),
             )
         groups = _groups_range(groups_range)
-        controls = dataclasses.replace(
-            flags.controls(),
-            output=output,
-            replay_output=replay_output,
-            summary_output=summary_output,
-            force=force,
-            grpo_output=grpo_output,
-        )
+        controls = command.controls()
         if groups is None and not resume:
             check_outputs(controls)  # before the policy loads a model
-        behaviour = build_policy(policy, parse_policy_options(policy_option or []))
+        behaviour = command.behaviour()
         done, bundle = _collect_journaled(
-            controls,
-            behaviour,
-            journal,
-            resume,
-            groups,
-            show_bar=not as_json and sys.stderr.isatty(),
+            controls, behaviour, journal, resume, groups, show_bar=command.show_bar
         )
     except KilnError as exc:
         if isinstance(exc, Interrupted):  # the journal keeps every group it holds
