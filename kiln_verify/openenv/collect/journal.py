@@ -9,10 +9,10 @@ Names: ``header.entry`` (:class:`~kiln_verify.openenv.records.journal.JournalHea
 is ignored, and removed by the next writer.
 
 An entry file is ``sha256:<hex of the payload>`` LF, then the payload: the record as
-JSON (pydantic's writer) and LF. Group entries and the seal name the previous entry's
-digest. Reading (:func:`read_journal`) refuses a short entry
-(``journal_entry_truncated``); a digest, a link or a record that disagrees
-(``journal_entry_tampered``); and a directory that is not a journal or has a gap
+compact JSON (its layout written by ``orjson``, else pydantic's writer) and LF. Group
+entries and the seal name the previous entry's digest. Reading (:func:`read_journal`)
+refuses a short entry (``journal_entry_truncated``); a digest, a link or a record that
+disagrees (``journal_entry_tampered``); and a directory that is not a journal or has a gap
 (``journal_invalid``). Every entry is charged to a retained budget
 (``MAX_RETAINED_BYTES``) from its size before it is read.
 """
@@ -44,6 +44,7 @@ from kiln_verify.openenv.records.journal import (
     JournalHeader,
     JournalSeal,
 )
+from kiln_verify.openenv.records.writefast import record_compact_unproven
 from kiln_verify.records import Record, validate_record
 
 __all__ = [
@@ -77,9 +78,14 @@ def entry_name(group_index: int) -> str:
 
 def frame(record: Record) -> tuple[bytes, Sha256Digest]:
     """An entry file's bytes and its digest (the payload's SHA-256)."""
-    # pydantic's own JSON writer: the entry is read back as records, never compared as
-    # text, so it needs no canonical spelling, only an exact round trip (half the cost)
-    payload = record.model_dump_json(by_alias=True).encode("utf-8") + b"\n"
+    # The entry is read back as records, never compared as text, so it needs no canonical
+    # spelling, only an exact round trip: ``orjson`` from the record's layout (a third of
+    # pydantic's writer's cost, whose serializers call back into Python for every
+    # free-form value), pydantic's writer for a record the layout does not write.
+    payload = record_compact_unproven(record)
+    if payload is None:
+        payload = record.model_dump_json(by_alias=True).encode("utf-8")
+    payload += b"\n"
     digest = sha256_bytes(payload)
     return str(digest).encode("ascii") + b"\n" + payload, digest
 
@@ -292,6 +298,17 @@ class JournalWriter:
     def create(cls, path: str | os.PathLike[str], header: JournalHeader) -> JournalWriter:
         """A new journal: the directory is made (it may exist only empty) and the header
         written."""
+        writer, (name, data) = cls.begin(path, header)
+        store_entry(writer.path, name, data)
+        return writer
+
+    @classmethod
+    def begin(
+        cls, path: str | os.PathLike[str], header: JournalHeader
+    ) -> tuple[JournalWriter, tuple[str, bytes]]:
+        """:meth:`create` without the header's write: the directory made, the header
+        framed, charged and chained; :func:`store_entry` must write it before any other
+        entry (a journal without its header was never started)."""
         root = Path(path)
         try:
             root.mkdir(mode=0o700)
@@ -304,8 +321,10 @@ class JournalWriter:
             raise JournalInvalid(
                 f"cannot create the journal directory: {exc.strerror}", path=str(root)
             ) from None
+        data, digest = frame(header)
         budget = RetainedBudget(MAX_RETAINED_BYTES)
-        return cls(root, _write_entry(root, budget, HEADER, header), budget)
+        budget.charge_bytes(len(data), f"journal entry {HEADER}")
+        return cls(root, digest, budget), (HEADER, data)
 
     @classmethod
     def resume(cls, files: JournalFiles) -> JournalWriter:

@@ -43,7 +43,7 @@ from kiln_verify.core.jsonfastwrite import (
 from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
 from kiln_verify.records import Record, sort_keys
 
-__all__ = ["observation_compact", "record_compact", "record_pretty"]
+__all__ = ["observation_compact", "record_compact", "record_compact_unproven", "record_pretty"]
 
 # "\n" plus the pretty indent of each depth a fragment is inserted at.
 _NEWLINE_INDENT: Final = tuple(b"\n" + b"  " * depth for depth in range(32))
@@ -263,6 +263,19 @@ def record_compact(record: Record) -> bytes:
     except Exception:  # any failure: the reference runs and decides the error
         data = None
     return dumps_compact(record.to_json()) if data is None else data
+
+
+def record_compact_unproven(record: Record) -> bytes | None:
+    """Compact JSON of ``record`` from its layout, by ``orjson``, *not* proven equal to
+    ``dumps_compact(record.to_json())``: a float may be spelled with an exponent and the
+    depth bound is not searched for (the two proofs that make :func:`record_compact` cost
+    a second walk of a large record). For text that is only ever parsed back into the
+    record by the strict reader (a journal entry), never hashed as a contract's bytes.
+    ``None`` where the layout does not write the record."""
+    try:
+        return orjson.dumps(_tree(record, 0, False), option=PLAIN)
+    except Exception:  # the caller's own writer decides
+        return None
 
 
 observation_compact = record_compact
