@@ -32,7 +32,17 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PEER_SCRIPT = REPO_ROOT / "tests" / "interop" / "openenv_peers.py"
 
 _URL_LINE = re.compile(r"(http://127\.0\.0\.1:\d+)/?\s*$")
-#: `import openenv.core.env_server` imports gradio: about 3.5 s alone, longer on a busy box.
+#: A peer process's start: `openenv.core.env_server` imports its web UI (gradio, about 3 s
+#: of CPU) inside `try: ... except ModuleNotFoundError`, and no peer here enables that UI
+#: (`ENABLE_WEB_INTERFACE` is unset), so the peers start as openenv does without gradio
+#: installed: `sys.modules["gradio"] = None` makes that import fail at once. Nothing on the
+#: wire changes; the `openenv init` peer (`tests/interop/serve_app.py`) still starts exactly
+#: as its README says, gradio included. Then ``-m MODULE`` or a script path, as `python` takes it.
+_PEER_BOOT = (
+    "import runpy, sys; sys.modules['gradio'] = None; del sys.argv[0]; "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True) "
+    "if sys.argv[0] == '-m' else runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 PEER_START_TIMEOUT_S = 60.0
 ORACLE_START_TIMEOUT_S = 30.0
 
@@ -192,6 +202,12 @@ class PeerSpec:
         return f"{self.name}:{self.max_sessions}" + ("" if self.deflate else ":nodeflate")
 
 
+def peer_command(*argv: str) -> list[str]:
+    """`python ARGV...` (a peer script, or ``-m MODULE``) started without openenv's web UI
+    (see `_PEER_BOOT`)."""
+    return [sys.executable, "-c", _PEER_BOOT, *argv]
+
+
 def start_openenv_peers(
     specs: Sequence[PeerSpec], *, timeout_s: float = PEER_START_TIMEOUT_S
 ) -> ServerProcess:
@@ -200,12 +216,7 @@ def start_openenv_peers(
     Several servers share a process so the slow gradio import is paid once; each still has
     its own app, `HTTPEnvServer`, socket and session table.
     """
-    argv = [
-        sys.executable,
-        str(PEER_SCRIPT),
-        "--exit-on-stdin-eof",
-        *(spec.argument() for spec in specs),
-    ]
+    argv = peer_command(str(PEER_SCRIPT), "--exit-on-stdin-eof", *(s.argument() for s in specs))
     label = "openenv-" + "-".join(spec.name for spec in specs)
     return start_server_process(
         argv, label=label, expected_urls=len(specs), timeout_s=timeout_s, keep_stdin_open=True

@@ -2,8 +2,9 @@
 child process (`peers_process`), and a suite runner.
 
 One child process hosts every peer (the openenv import is paid once); it exits with this
-process (its stdin is a pipe from here). Import the fixture into a test module with
-``from tests.interop.behaviour_kit import behaviour_urls  # noqa: F401``.
+process (its stdin is a pipe from here). The fixture is
+defined once, in ``tests/conftest.py`` (a test module that imported it would get a process
+of its own), and every module that uses it runs on one xdist worker (see there).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks._common import PEER_START_TIMEOUT_S, start_server_process
+from benchmarks._common import PEER_START_TIMEOUT_S, peer_command, start_server_process
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Run as a module from the repository root: the script imports `tests.interop`, which is
@@ -39,10 +40,11 @@ def peers_process(
     module: str, line_up: Mapping[str, int], label: str, timeout_s: float = PEER_START_TIMEOUT_S * 2
 ) -> Iterator[dict[str, str]]:
     """`python -m MODULE --exit-on-stdin-eof NAME:MAX_SESSIONS ...` (a peer module that
-    extends `openenv_peers`) in one child that exits with this process (its stdin is a pipe
-    from here); the peers' base URLs, keyed as in `line_up`."""
-    argv = [sys.executable, "-m", module, "--exit-on-stdin-eof",
-            *(f"{name}:{limit}" for name, limit in line_up.items())]  # fmt: skip
+    extends `openenv_peers`; through `peer_command`: no web UI) in one child that exits with
+    this process (its stdin is a pipe from here); the peers' base URLs, keyed as in
+    `line_up`."""
+    argv = peer_command("-m", module, "--exit-on-stdin-eof",
+                        *(f"{name}:{limit}" for name, limit in line_up.items()))  # fmt: skip
     server = start_server_process(
         argv, label=label, expected_urls=len(line_up), timeout_s=timeout_s, keep_stdin_open=True
     )

@@ -28,10 +28,8 @@ from kiln_verify.errors import RecoverableProtocolError, ResetNondeterministic
 from kiln_verify.openenv.collect import CollectionControls, run_collection
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.verify import verify_bundle
-from tests.interop.behaviour_kit import behaviour_urls, peers_process
+from tests.interop.behaviour_kit import peers_process
 from tests.openenv.collect.options import make_controls
-
-__all__ = ["behaviour_urls"]
 
 pytestmark = pytest.mark.interop
 

@@ -17,9 +17,7 @@ import pytest
 pytest.importorskip("openenv")
 
 from pytest_kiln.cases import CASES, CASES_BY_ID, CaseResult, Verdict, run_case, run_case_async
-from tests.interop.behaviour_kit import behaviour_urls, rows_by_endpoint, run_suite
-
-__all__ = ["behaviour_urls"]
+from tests.interop.behaviour_kit import rows_by_endpoint, run_suite
 
 pytestmark = pytest.mark.interop
 

@@ -28,10 +28,7 @@ from hypothesis import strategies as st
 pytest.importorskip("openenv")
 
 from oracle.runner import ServerConfig, ServerHandle, start_server
-from tests.interop.behaviour_kit import behaviour_urls
 from tests.interop.wsprobe import Frame, Transcript, exchange, open_session, unsolicited
-
-__all__ = ["behaviour_urls"]
 
 pytestmark = pytest.mark.interop
 

@@ -16,10 +16,7 @@ from kiln_verify.cli import app
 from kiln_verify.errors import ReplayDrift
 from kiln_verify.openenv.policy.scripted import ScriptedPolicy
 from kiln_verify.openenv.replay import replay_bundle
-from tests.interop.behaviour_kit import behaviour_urls
 from tests.openenv.replay.conftest import collect_bundle, manifest_of
-
-__all__ = ["behaviour_urls"]
 
 pytestmark = pytest.mark.interop
 
