@@ -200,12 +200,25 @@ def _start(ray: ModuleType, address: str | None) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from a CLI run
-    ray.init(
-        address=address,
-        include_dashboard=False,
-        log_to_driver=False,  # worker logs stay in the Ray session directory
-        logging_level=logging.WARNING,
-    )
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,  # worker logs stay in the Ray session directory
+            logging_level=logging.WARNING,
+        )
+    except ConnectionError as exc:  # Ray's own: no cluster answers at the address
+        raise ExecutorWorkerFailed(
+            f"cannot reach the Ray cluster at {str(address)[:200]!r}: {str(exc)[:300]}",
+            hint=(
+                "check --ray-address (the head's HOST:PORT, ray://HOST:10001 or auto), that "
+                "the head advertises an address this machine reaches (`ray start --head "
+                "--node-ip-address`) and, for a head with token authentication (`ray start`'s "
+                "default in Ray 2.60), RAY_AUTH_MODE=token with the cluster's token "
+                "(~/.ray/auth_token or RAY_AUTH_TOKEN) here; nothing was collected"
+            ),
+            fields=("ray_address",),
+        ) from None
     return True
 
 

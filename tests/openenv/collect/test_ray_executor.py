@@ -10,20 +10,28 @@ from scratch to the same bytes; with no retries left the run fails with
 credential variable the workers lack) comes back as its own code, any other exception as
 ``executor_worker_failed`` naming it. Without Ray the command is a usage error naming the
 extra; executor flags that do not combine are usage errors. Ray is started once for the
-module (its cost: docs/ray.md).
+module (its cost: docs/ray.md); one test starts a second cluster with ``ray start --head``
+and reaches it by ``--ray-address`` from a driver process, and a cluster Ray cannot reach
+(its ``ConnectionError`` stubbed: Ray takes minutes to raise it) is
+``executor_worker_failed``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,6 +150,96 @@ def test_ray_workers_publish_the_single_process_bytes(
     assert split_plan(GROUPS, 4) == [range(0, 1), range(1, 3), range(3, 4), range(4, 6)]
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _in_session(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid`` but its leader."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != sid:
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # ended meanwhile
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _stop_session(sid: int) -> None:
+    """``ray stop`` for one cluster: it stops every Ray of the machine, so the head's own
+    session is stopped by process id (TERM, then KILL after 15 s)."""
+    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        for pid in _in_session(sid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while _in_session(sid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Ray head started by ``ray start --head`` (2 CPUs) in a session of its own, the
+    token variable in its environment; its address. Stopped by session, even on failure."""
+    ray_cli = Path(sys.executable).with_name("ray")
+    temp = Path(tempfile.mkdtemp(prefix="kr-", dir="/tmp"))  # Ray's socket paths stay short
+    port = _free_port()
+    env = {**os.environ, TOKEN_VAR: TOKEN, "RAY_USAGE_STATS_ENABLED": "0"}
+    command = [str(ray_cli), "start", "--head", "--num-cpus", "2", "--port", str(port)]
+    command += ["--node-ip-address", "127.0.0.1", "--include-dashboard", "false"]
+    command += ["--dashboard-agent-listen-port", str(_free_port()), "--disable-usage-stats"]
+    command += ["--temp-dir", str(temp)]
+    log = tmp_path_factory.mktemp("ray-head") / "start.log"
+    with log.open("wb") as out:
+        head = subprocess.Popen(command, env=env, stdout=out, stderr=out, start_new_session=True)
+    try:
+        assert head.wait(120) == 0, log.read_text()
+        yield f"127.0.0.1:{port}"
+    finally:
+        if head.poll() is None:
+            head.kill()
+            head.wait()
+        _stop_session(head.pid)
+        assert _in_session(head.pid) == []
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_cluster_started_by_ray_start_is_reached_by_address(
+    guarded: ServerHandle,
+    ray_head: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--ray-address`` to a head started by ``ray start`` (docs/ray.md, "A real cluster"):
+    the driver is a process of its own (this one already runs the module's cluster, and a
+    process initialised by Ray ignores an address), with ``RAY_AUTH_MODE=token``: Ray
+    2.60's ``ray start`` turns token authentication on, and a driver that connects by
+    address sends the token (``~/.ray/auth_token``) only when told to."""
+    source = ("--environment", guarded.base_url, "--credential-env", TOKEN_VAR, *FLAGS)
+    single, spread = tmp_path / "single", tmp_path / "ray"
+    single.mkdir()
+    spread.mkdir()
+    monkeypatch.chdir(single)
+    assert _run("openenv", "rollout", *source, "--json", monkeypatch=monkeypatch) == 0
+    driver = [str(Path(sys.executable).with_name("kiln-verify")), "openenv", "rollout", *source]
+    driver += ["--executor", "ray", "--ray-address", ray_head, "--workers", "2", "--json"]
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop(TOKEN_VAR, None)  # the workers read the token the head was started with
+    done = subprocess.run(driver, cwd=spread, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    assert json.loads(done.stdout)["executor"] == "ray"
+    for name in NAMES:
+        assert (spread / name).read_bytes() == (single / name).read_bytes(), name
+    assert sorted(path.name for path in spread.iterdir()) == sorted(NAMES)
+
+
 @pytest.fixture(scope="module")
 def expected(guarded: ServerHandle) -> tuple[bytes, bytes, bytes]:
     """The single-process bundle of the library tests' controls (relative output names)."""
@@ -235,3 +333,30 @@ def test_without_ray_the_executor_is_a_usage_error_naming_the_extra(
     probe = "import sys, kiln_verify.cli.openenv_rollout; print('ray' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_cluster_that_cannot_be_reached_is_a_typed_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ray's own ``ConnectionError`` from ``ray.init(address=...)`` (a wrong address, or a
+    token-authenticated head the driver sends no token to) is ``executor_worker_failed``
+    naming ``ray_address``, not a traceback. Ray itself takes from 20 s to 14 minutes to
+    give up on an address, so its answer is stubbed here (what it raises, verbatim)."""
+
+    def refuse(**_: object) -> None:
+        raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:6379")
+
+    stub = types.SimpleNamespace(is_initialized=lambda: False, init=refuse)
+    monkeypatch.setitem(sys.modules, "ray", stub)
+    monkeypatch.chdir(tmp_path)
+    argv = ("openenv", "rollout", "--environment", "http://127.0.0.1:1", "--json")
+    assert _run(*argv, "--executor", "ray", "--ray-address", "10.0.0.1:6379",
+                monkeypatch=monkeypatch) == 1  # fmt: skip
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "executor_worker_failed"
+    assert error["rule"] == (
+        "cannot reach the Ray cluster at '10.0.0.1:6379': Failed to connect to Ray cluster "
+        "at 192.0.2.2:6379"
+    )
+    assert "RAY_AUTH_MODE=token" in error["hint"]
+    assert list(tmp_path.iterdir()) == []
