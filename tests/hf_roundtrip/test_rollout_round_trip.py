@@ -3,8 +3,10 @@ oracle with the ``transformers`` policy, then export, the bundle's ``train.py``,
 verification, import and a PEFT load with a LoRA delta.
 
 A random tiny model never emits a valid bandit action, so every candidate would earn the
-same penalty and every advantage would be zero; the model is first warm-started (the
-qualification workload's own tool) on valid actions from a seeded random-policy rollout.
+same penalty and every advantage would be zero; the model is the session-shared tiny model
+warm-started (the qualification workload's own tool) on valid actions from a seeded
+random-policy bandit rollout (tests/models.py: the train-run, dashboard and interop modules
+use the same build, so it is trained once per session, not once more here).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typer.testing import CliRunner
 
 from kiln_verify.cli import app
 from kiln_verify.hf.manifest import read_result
+from oracle.runner import ServerHandle as OracleHandle
+from tests import models
 
 from .conftest import GRPO, LORA, logit_delta, run_train
 
@@ -44,13 +48,10 @@ def _files(directory: Path, stem: str) -> list[str]:
     ]
 
 
-def test_grpo_round_trip_from_a_live_rollout(tmp_path: Path) -> None:
-    from kiln_verify.testing.tiny_model import build_tiny_model, warm_start
-
-    _invoke(*ROLLOUT, "--policy", "random", "--groups", "6", "--seed-start", "1000",
-            "--no-thinking", *_files(tmp_path, "bootstrap"))  # fmt: skip
-    model = build_tiny_model(tmp_path / "model")
-    warm_start(model, tmp_path / "bootstrap.rollouts.jsonl", steps=40)
+def test_grpo_round_trip_from_a_live_rollout(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, bandit: OracleHandle
+) -> None:
+    model = models.warm_bandit_model(tmp_path_factory, bandit.base_url)
 
     corpus = tmp_path / "grpo.jsonl"
     _invoke(*ROLLOUT, "--policy", "transformers", "--policy-option", f"model_dir={model}",
