@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from kiln_verify.core.digest import sha256_bytes
-from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
+from kiln_verify.core.jsonfastwrite import compact_bytes, pretty_bytes
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.records.prompt import (
     HARNESS_CODES,
@@ -137,7 +137,7 @@ class Mutation:
 
 
 def _jsonl(lines: list[Any]) -> bytes:
-    return b"".join(dumps_compact(line) + b"\n" for line in lines)
+    return b"".join(compact_bytes(line) + b"\n" for line in lines)
 
 
 def rebind(base: Base, dataset: bytes, replay: bytes, summary: Any | None = None) -> Files:
@@ -148,7 +148,7 @@ def rebind(base: Base, dataset: bytes, replay: bytes, summary: Any | None = None
     doc = summary if summary is not None else base.summary_json()
     doc["dataset_sha256"], doc["dataset_bytes"] = new.decode(), len(dataset)
     doc["replay_sha256"], doc["replay_bytes"] = str(sha256_bytes(replay)), len(replay)
-    return dataset, replay, dumps_pretty(doc)
+    return dataset, replay, pretty_bytes(doc)
 
 
 def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -206,9 +206,9 @@ def _file_docs(base: Base) -> dict[str, Any]:
 
 def _emit(base: Base, file: str, doc: Any) -> Files:
     if file == "summary":
-        return base.dataset, base.replay, dumps_pretty(doc)
+        return base.dataset, base.replay, pretty_bytes(doc)
     if file == "replay":
-        return rebind(base, base.dataset, dumps_pretty(doc))
+        return rebind(base, base.dataset, pretty_bytes(doc))
     return rebind(base, _jsonl(doc), base.replay)
 
 
@@ -281,10 +281,10 @@ def _negative_zero(base: Base) -> Iterator[Mutation]:
                 mutated = _file_docs(base)[file]
                 _set(path, _NEG_ZERO)(mutated)
                 if file == "summary":
-                    text = dumps_pretty(mutated).replace(_NEG_ZERO_TEXT, b"-0")
+                    text = pretty_bytes(mutated).replace(_NEG_ZERO_TEXT, b"-0")
                     return base.dataset, base.replay, text
                 if file == "replay":
-                    text = dumps_pretty(mutated).replace(_NEG_ZERO_TEXT, b"-0")
+                    text = pretty_bytes(mutated).replace(_NEG_ZERO_TEXT, b"-0")
                     return rebind(base, base.dataset, text)
                 return rebind(base, _jsonl(mutated).replace(_NEG_ZERO_TEXT, b"-0"), base.replay)
 
@@ -449,14 +449,14 @@ def _structural(base: Base) -> Iterator[Mutation]:
         def swap_groups() -> Files:
             doc = base.replay_json()
             doc["groups"][0], doc["groups"][1] = doc["groups"][1], doc["groups"][0]
-            return rebind(base, base.dataset, dumps_pretty(doc))
+            return rebind(base, base.dataset, pretty_bytes(doc))
 
         def swap_groups_reindexed() -> Files:
             doc = base.replay_json()
             doc["groups"][0], doc["groups"][1] = doc["groups"][1], doc["groups"][0]
             for index, group in enumerate(doc["groups"]):
                 group["group_index"] = index
-            return rebind(base, base.dataset, dumps_pretty(doc))
+            return rebind(base, base.dataset, pretty_bytes(doc))
 
         yield Mutation(f"{base.name}:replay:swap_groups", "swap", swap_groups, "reject", semantic)
         yield Mutation(
@@ -479,13 +479,13 @@ def _structural(base: Base) -> Iterator[Mutation]:
             c = doc["groups"][0]["candidates"]
             c[0], c[1] = c[1], c[0]
             c[0]["candidate_index"], c[1]["candidate_index"] = 0, 1
-            return rebind(base, base.dataset, dumps_pretty(doc))
+            return rebind(base, base.dataset, pretty_bytes(doc))
 
         def swap_records() -> Files:
             doc = base.summary_json()
             r = doc["rollouts"]
             r[0], r[1] = r[1], r[0]
-            return base.dataset, base.replay, dumps_pretty(doc)
+            return base.dataset, base.replay, pretty_bytes(doc)
 
         yield Mutation(
             f"{base.name}:dataset:swap_completions", "swap", swap_completions, "reject", semantic
@@ -507,7 +507,7 @@ def _structural(base: Base) -> Iterator[Mutation]:
             for key in drop:
                 doc.pop(key, None)
             doc.update(add or {})
-            return base.dataset, base.replay, dumps_pretty(doc)
+            return base.dataset, base.replay, pretty_bytes(doc)
 
         return build
 
@@ -577,7 +577,7 @@ def _structural(base: Base) -> Iterator[Mutation]:
             f"{base.name}:summary:digest_{key}",
             "digest",
             functools.partial(
-                lambda k: (base.dataset, base.replay, dumps_pretty({**summary, k: other})), key
+                lambda k: (base.dataset, base.replay, pretty_bytes({**summary, k: other})), key
             ),
             "reject",
             frozenset(codes),
@@ -588,7 +588,7 @@ def _structural(base: Base) -> Iterator[Mutation]:
         lambda: (
             base.dataset,
             base.replay,
-            dumps_pretty(
+            pretty_bytes(
                 {
                     **summary,
                     "dataset_sha256": summary["dataset_sha256"].upper().replace("SHA256", "sha256"),
@@ -598,14 +598,14 @@ def _structural(base: Base) -> Iterator[Mutation]:
         "reject",
         frozenset({"record_invalid", "bundle_dataset_digest_mismatch"}),
     )
-    replay_other = dumps_pretty({**replay, "dataset_sha256": other})
+    replay_other = pretty_bytes({**replay, "dataset_sha256": other})
     yield Mutation(
         f"{base.name}:replay:digest_dataset",
         "digest",
         lambda: (
             base.dataset,
             replay_other,
-            dumps_pretty(
+            pretty_bytes(
                 {
                     **summary,
                     "replay_sha256": str(sha256_bytes(replay_other)),
@@ -745,7 +745,7 @@ def _tail_mutations(base: Base) -> Iterator[Mutation]:
             (
                 json.dumps(json.loads(compact)),  # spaces
                 json.dumps(json.loads(compact), ensure_ascii=True).replace(" ", ""),
-                dumps_compact({"done": True, "openenv_harness_error": tail.harness}).decode(),
+                compact_bytes({"done": True, "openenv_harness_error": tail.harness}).decode(),
                 compact.replace('"done":true', '"done":true,"extra":1'),
             )
         ):
