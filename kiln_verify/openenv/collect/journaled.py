@@ -34,6 +34,7 @@ from kiln_verify.openenv.collect.engine import (
     Collection,
     ProgressEvent,
     ProgressHook,
+    Reinspection,
     behavior_identity,
     check_unchanged,
 )
@@ -56,6 +57,7 @@ from kiln_verify.openenv.collect.journal_records import (
 from kiln_verify.openenv.collect.plan import ResetPlan, RetainedBudget
 from kiln_verify.openenv.collect.run import check_outputs, output_paths
 from kiln_verify.openenv.collect.steps import (
+    Environments,
     assemble_collection,
     inspect_environments,
     publish_bundle,
@@ -144,6 +146,23 @@ class _Background:
         self._pool.shutdown(wait=True)
 
 
+async def _reinspect_while_draining(
+    found: Environments, background: _Background
+) -> list[Reinspection]:
+    """Revalidation (network round trips) while the last entries' fsyncs finish: the seal
+    needs both, neither needs the other. A failed revalidation stops waiting for the
+    writes (the caller's ``close`` still lets them end); a failed write fails the range."""
+    drained = asyncio.ensure_future(background.drain())
+    try:
+        again = await found.reinspect()
+    except BaseException:
+        drained.cancel()
+        drained.add_done_callback(lambda done: done.cancelled() or done.exception())
+        raise
+    await drained
+    return again
+
+
 async def collect_journaled(
     controls: CollectionControls,
     policy: Policy,
@@ -207,11 +226,10 @@ async def collect_journaled(
                     progress=progress,
                     on_group=background.submit,
                 )
-                await background.drain()
+                notify(ProgressEvent("revalidating"))
+                again = await _reinspect_while_draining(found, background)
             finally:
                 background.close()
-            notify(ProgressEvent("revalidating"))
-            again = await found.reinspect()
             check_unchanged(found.first, again)
             writer.seal(planned.start, planned.stop)
         collection = None
