@@ -12,11 +12,14 @@ spelling of the token in stdout, stderr or any log record.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
@@ -45,6 +48,16 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 tokens = st.text(TOKEN_ALPHABET, min_size=12, max_size=48)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_click_command() -> Iterator[None]:
+    """``CliRunner.invoke`` turns the typer app into its click command on every call
+    (~26 ms of CPU, more than a refused run's own work); ``kiln-verify`` builds it once per
+    process, so the module's 400-odd invocations share one build."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typer.testing, "_get_command", functools.cache(typer.main.get_command))
+        yield
 
 
 @pytest.fixture(scope="module")
