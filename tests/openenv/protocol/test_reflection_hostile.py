@@ -12,14 +12,11 @@ spelling of the token in stdout, stderr or any log record.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer.main
-import typer.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
@@ -29,6 +26,7 @@ from websockets.http11 import Request, Response
 from kiln_verify.cli import app
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.protocol.client import OpenEnvClient
+from tests.cli_command import one_click_command
 from tests.openenv.protocol.hostile_peer import (
     HTTP_TARGETS,
     TOKEN_ALPHABET,
@@ -52,12 +50,8 @@ tokens = st.text(TOKEN_ALPHABET, min_size=12, max_size=48)
 
 @pytest.fixture(scope="module", autouse=True)
 def _one_click_command() -> Iterator[None]:
-    """``CliRunner.invoke`` turns the typer app into its click command on every call
-    (~26 ms of CPU, more than a refused run's own work); ``kiln-verify`` builds it once per
-    process, so the module's 400-odd invocations share one build."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(typer.testing, "_get_command", functools.cache(typer.main.get_command))
-        yield
+    """The module's 400-odd invocations share one click command (tests/cli_command.py)."""
+    yield from one_click_command()
 
 
 @pytest.fixture(scope="module")
