@@ -143,9 +143,7 @@ def _derive(cls: type[Record]) -> tuple[_Member, ...]:
     unset = frozenset(cls._omit_when_unset)
     serializers = list(decorators.model_serializers.values())
     # The only model serializer a record may declare is the base's omit-when-unset wrap.
-    if serializers and not (
-        unset and len(serializers) == 1 and serializers[0].info.mode == "wrap"
-    ):
+    if serializers and not (unset and len(serializers) == 1 and serializers[0].info.mode == "wrap"):
         raise _NoLayout
     if set(cls.model_config) - _KNOWN_CONFIG:
         raise _NoLayout
