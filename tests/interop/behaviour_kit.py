@@ -1,5 +1,5 @@
-"""The behaviour peers (`behaviour_peers.py`) as a session fixture, any peer module's
-child process (`peers_process`), and a suite runner.
+"""The behaviour, state and seed peers (`session_peers.py`) as a session fixture, any peer
+module's child process (`peers_process`), and a suite runner.
 
 One child process hosts every peer (the openenv import is paid once); it exits with this
 process (its stdin is a pipe from here). The fixture is
@@ -24,14 +24,23 @@ from benchmarks._common import PEER_START_TIMEOUT_S, peer_command, start_server_
 ROOT = Path(__file__).resolve().parents[2]
 #: Run as a module from the repository root: the script imports `tests.interop`, which is
 #: not installed, and a script's own directory (not the root) heads `sys.path`.
-MODULE = "tests.interop.behaviour_peers"
-#: peer name -> `max_concurrent_envs` (`slow-single` ignores it: openenv's default of 1).
-LINE_UP: dict[str, int] = {
+MODULE = "tests.interop.session_peers"
+#: The behaviour peers: peer name -> `max_concurrent_envs` (`slow-single` ignores it:
+#: openenv's default of 1).
+BEHAVIOURS: dict[str, int] = {
     "slow-single": 1,
     "uuid-episodes": 4,
     "min-items": 4,
     "hidden-state": 4,
     "toolbox": 4,
+}
+#: Everything the session process serves: the behaviours, the late-state peer
+#: (`state_peers.py`) and the seed peers (`seed_peers.py`).
+LINE_UP: dict[str, int] = {
+    **BEHAVIOURS,
+    "late-state": 4,
+    "ignored-seed": 4,
+    "ignored-episode-id": 4,
 }
 
 
@@ -56,7 +65,7 @@ def peers_process(
 
 @pytest.fixture(scope="session")
 def behaviour_urls() -> Iterator[dict[str, str]]:
-    """The behaviour peers' base URLs, keyed as in `LINE_UP`."""
+    """Every session peer's base URL, keyed as in `LINE_UP` (one process, `session_peers`)."""
     with peers_process(MODULE, LINE_UP, "openenv-behaviours") as urls:
         yield urls
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,11 @@ pytest.importorskip("openenv")
 
 from typer.testing import CliRunner
 
-from benchmarks._common import PEER_START_TIMEOUT_S
 from kiln_verify.cli import app
 from kiln_verify.errors import RecoverableProtocolError, ResetNondeterministic
 from kiln_verify.openenv.collect import CollectionControls, run_collection
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from kiln_verify.openenv.verify import verify_bundle
-from tests.interop.behaviour_kit import peers_process
 from tests.openenv.collect.options import make_controls
 
 pytestmark = pytest.mark.interop
@@ -36,13 +33,9 @@ pytestmark = pytest.mark.interop
 FILES = ["openenv.replay.json", "openenv.rollout-summary.json", "openenv.rollouts.jsonl"]
 
 
-@pytest.fixture(scope="module")
-def late_state_url() -> Iterator[str]:
-    with peers_process(
-        "tests.interop.state_peers", {"late-state": 4}, "openenv-late-state",
-        timeout_s=PEER_START_TIMEOUT_S,
-    ) as urls:  # fmt: skip
-        yield urls["late-state"]
+@pytest.fixture
+def late_state_url(behaviour_urls: dict[str, str]) -> str:
+    return behaviour_urls["late-state"]
 
 
 def _controls(url: str, directory: Path, **options: Any) -> CollectionControls:

@@ -13,7 +13,6 @@ what a reset asks for (`seed_peers.py`: the behaviours of OpenEnv's own example 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ pytest.importorskip("openenv")
 from typer.testing import CliRunner
 
 from kiln_verify.cli import app
-from tests.interop.behaviour_kit import peers_process, run_suite
+from tests.interop.behaviour_kit import run_suite
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -32,11 +31,10 @@ FRESH = "determinism.fresh-session-same-seed"
 ECHO = "ws.episode-id-echo"
 
 
-@pytest.fixture(scope="module")
-def urls() -> Iterator[dict[str, str]]:
-    line_up = {"ignored-seed": 4, "ignored-episode-id": 4}
-    with peers_process("tests.interop.seed_peers", line_up, "openenv-seed-peers") as found:
-        yield found
+@pytest.fixture
+def urls(behaviour_urls: dict[str, str]) -> dict[str, str]:
+    """The seed peers, served by the session's peer process."""
+    return {name: behaviour_urls[name] for name in ("ignored-seed", "ignored-episode-id")}
 
 
 def _rollout(url: str, directory: Path, *flags: str) -> tuple[int, Any]:

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("openenv")
 
 from pytest_kiln.cases import CASES, CASES_BY_ID, CaseResult, Verdict, run_case, run_case_async
-from tests.interop.behaviour_kit import rows_by_endpoint, run_suite
+from tests.interop.behaviour_kit import BEHAVIOURS, rows_by_endpoint, run_suite
 
 pytestmark = pytest.mark.interop
 
@@ -46,12 +46,12 @@ def report(behaviour_urls: dict[str, str],
            tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, Any]]]:
     """One suite run over every behaviour peer (rows by peer name, then case id)."""
     path = tmp_path_factory.mktemp("behaviours") / "report.json"
-    process, data = run_suite(list(behaviour_urls.values()), path)
+    process, data = run_suite([behaviour_urls[name] for name in BEHAVIOURS], path)
     output = process.stdout[-6000:] + process.stderr[-2000:]
     assert process.returncode == 0, output
     assert data["conforming"] is True, output
     by_url = rows_by_endpoint(data)
-    return {name: by_url[url] for name, url in behaviour_urls.items()}
+    return {name: by_url[behaviour_urls[name]] for name in BEHAVIOURS}
 
 
 @pytest.mark.parametrize("peer", sorted(NOT_OK))
