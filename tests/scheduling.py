@@ -33,9 +33,10 @@ from typing import Any, Final
 import pytest
 
 #: session fixture -> worker group: every module that uses it runs on one worker.
+#: Two groups, not one: each starts one process, and two can run side by side.
 WORKER_GROUPS: Final[dict[str, str]] = {
-    "openenv_urls": "openenv-peers",  # tests/interop/conftest.py: the openenv 0.10.0 line-up
-    "behaviour_urls": "openenv-peers",  # tests/interop/behaviour_kit.py: the behaviour peers
+    "openenv_urls": "openenv-line-up",  # tests/interop/conftest.py: the oracle's games
+    "behaviour_urls": "openenv-behaviours",  # tests/interop/behaviour_kit.py: the rest
 }
 #: Seconds each test module took last time (its tests' set-up, call and tear-down).
 DURATIONS_KEY: Final = "kiln-verify/module-seconds"
