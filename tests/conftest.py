@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,6 +33,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 from hypothesis import settings
 
 from pytest_kiln.fixtures import OracleFactory
+from tests.cli_command import one_click_command
 from tests.interop.behaviour_kit import behaviour_urls
 
 # openenv imports its web UI (gradio, 2-3 s of CPU) inside `try: ... except
@@ -55,6 +57,13 @@ __all__ = ["behaviour_urls"]
 # so the suite's profile has no deadline; example counts and derandomization stay as set.
 settings.register_profile("kiln-suite", deadline=None)
 settings.load_profile("kiln-suite")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_click_command() -> Iterator[None]:
+    """``CliRunner.invoke`` builds the CLI's click command once per session, as
+    ``kiln-verify`` does once per process (tests/cli_command.py: ~26 ms of CPU a call)."""
+    yield from one_click_command()
 
 
 @pytest.fixture

@@ -69,7 +69,7 @@ from kiln_verify.limits import (
     MAX_HTTP_IMPORT_RESPONSE_BYTES,
     MAX_IMPORT_COMPRESSED_BYTES,
 )
-from kiln_verify.openenv.protocol.urls import normalize_base_url
+from kiln_verify.openenv.protocol.urls import normalize_base_url, verifies_tls
 from kiln_verify.records import validate_record
 
 __all__ = ["import_over_http", "predict_answer"]
@@ -260,7 +260,12 @@ def import_over_http(bundle: str | os.PathLike[str], name: str, url: str) -> dic
         worker.start()
         try:
             with (
-                httpx.Client(follow_redirects=False, trust_env=False, timeout=timeout) as http,
+                httpx.Client(
+                    follow_redirects=False,
+                    trust_env=False,
+                    timeout=timeout,
+                    verify=verifies_tls(base),
+                ) as http,
                 http.stream(
                     "POST",
                     f"{base}/v1/train/hf/peft/imports/{name}",

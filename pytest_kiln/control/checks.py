@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import httpx
 
+from kiln_verify.openenv.protocol.urls import verifies_tls
 from pytest_kiln.cases.model import CheckFailed
 from pytest_kiln.control.context import ControlContext
 
@@ -150,6 +151,7 @@ def check_concurrent_create(ctx: ControlContext) -> str:
     with httpx.Client(
         base_url=ctx.target.url,
         trust_env=False,
+        verify=verifies_tls(ctx.target.url),
         timeout=60.0,
         limits=httpx.Limits(max_connections=CONCURRENT_POSTS),
     ) as http:

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from kiln_verify.openenv.protocol.urls import verifies_tls
 from pytest_kiln.cases.model import CheckFailed
 from pytest_kiln.cases.outcome import answer_json
 
@@ -67,7 +68,11 @@ class ControlContext:
     def __init__(self, target: ControlTarget) -> None:
         self.target = target
         self.http = httpx.Client(
-            base_url=target.url, follow_redirects=False, trust_env=False, timeout=60.0
+            base_url=target.url,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=60.0,
+            verify=verifies_tls(target.url),
         )
 
     def close(self) -> None:

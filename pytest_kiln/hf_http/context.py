@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from kiln_verify.openenv.protocol.urls import verifies_tls
 from pytest_kiln.cases.model import CheckFailed, NotApplicable
 from pytest_kiln.cases.outcome import answer_json
 
@@ -63,7 +64,13 @@ class HfContext:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.http = httpx.Client(base_url=url, follow_redirects=False, trust_env=False, timeout=60)
+        self.http = httpx.Client(
+            base_url=url,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=60,
+            verify=verifies_tls(url),
+        )
         self._created: dict[str, str] = {}
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from kiln_verify.openenv.protocol.urls import verifies_tls
 from pytest_kiln.cases.model import CheckFailed, NotApplicable
 from pytest_kiln.hf_http.context import HfContext, strong_etag
 from pytest_kiln.hf_http.export_checks import MAX_DOWNLOAD_BYTES, archive_identity
@@ -79,7 +80,9 @@ def check_delete_racing_download(ctx: HfContext) -> str:
 
     def delete() -> None:
         try:
-            with httpx.Client(base_url=ctx.url, trust_env=False, timeout=120) as other:
+            with httpx.Client(
+                base_url=ctx.url, trust_env=False, timeout=120, verify=verifies_tls(ctx.url)
+            ) as other:
                 answers.append(
                     other.delete(ctx.export_path(name), headers={"if-match": f'"{digest}"'})
                 )

@@ -37,6 +37,17 @@ class EnvironmentUrl:
         return self.base_url + path
 
 
+def verifies_tls(url: str) -> bool:
+    """httpx's ``verify=`` for a client whose requests all go to ``url`` and that never
+    follows a redirect: a plain ``http://`` client never speaks TLS, so it gets no verifying
+    context (building one loads the CA bundle: 25-200 ms of CPU per client); any other
+    scheme, or text that does not parse, verifies as httpx's default does."""
+    try:
+        return urlsplit(url).scheme.lower() != "http"
+    except ValueError:
+        return True
+
+
 def is_loopback_host(host: str) -> bool:
     """``localhost``, 127.0.0.0/8 and ``::1``; names other than localhost are not resolved."""
     host = host.strip("[]").lower()

@@ -26,7 +26,6 @@ from websockets.http11 import Request, Response
 from kiln_verify.cli import app
 from kiln_verify.errors import KilnError
 from kiln_verify.openenv.protocol.client import OpenEnvClient
-from tests.cli_command import one_click_command
 from tests.openenv.protocol.hostile_peer import (
     HTTP_TARGETS,
     TOKEN_ALPHABET,
@@ -46,12 +45,6 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 tokens = st.text(TOKEN_ALPHABET, min_size=12, max_size=48)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_click_command() -> Iterator[None]:
-    """The module's 400-odd invocations share one click command (tests/cli_command.py)."""
-    yield from one_click_command()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from kiln_verify.openenv.protocol.credentials import (
     read_bearer_token,
     redact,
 )
-from kiln_verify.openenv.protocol.urls import is_loopback_host, normalize_base_url
+from kiln_verify.openenv.protocol.urls import is_loopback_host, normalize_base_url, verifies_tls
 
 
 @pytest.mark.parametrize(
@@ -82,6 +82,24 @@ def test_loopback(host: str, loopback: bool) -> None:
 
 
 SECRET = "s3cr3t-token-value"
+
+
+@pytest.mark.parametrize(
+    ("url", "verifies"),
+    [
+        ("http://127.0.0.1:8000", False),
+        ("HTTP://example.org/v1", False),
+        ("https://example.org", True),
+        ("HTTPS://example.org", True),
+        ("hTTps://example.org", True),
+        ("ftp://example.org", True),
+        ("example.org:8000", True),
+        ("", True),
+        ("http://[::1", True),  # does not parse: verify, as httpx's default does
+    ],
+)
+def test_only_a_plain_http_client_skips_the_tls_context(url: str, verifies: bool) -> None:
+    assert verifies_tls(url) is verifies
 
 
 def test_token_is_read_trimmed_and_never_shown() -> None:
