@@ -13,8 +13,9 @@ echo "== mypy --strict"
 mypy
 echo "== pytest"
 # In parallel (pytest-xdist): one worker more than the cores (many tests wait on servers and
-# child processes), each test module whole on one worker so its fixtures are built once,
-# longest modules first in the order tests/conftest.py sets (hence no xdist reordering).
+# child processes), each test module whole on one worker so its fixtures are built once
+# (modules sharing an OpenEnv peer fixture together: tests/scheduling.py),
+# longest work units first in the order tests/scheduling.py sets (hence no xdist reordering).
 # Arguments come after these, so `-n 0` runs serially and `--shuffle SEED` runs the modules
 # and their tests in a random order (docs/performance.md, "Test suite wall time").
 # Compiled bytecode is kept (__pycache__, git-ignored): where PYTHONDONTWRITEBYTECODE is set,
