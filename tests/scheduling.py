@@ -38,7 +38,8 @@ WORKER_GROUPS: Final[dict[str, str]] = {
     "openenv_urls": "openenv-line-up",  # tests/interop/conftest.py: the oracle's games
     "behaviour_urls": "openenv-behaviours",  # tests/interop/behaviour_kit.py: the rest
 }
-#: Seconds each test module took last time (its tests' set-up, call and tear-down).
+#: Each test module's seconds (its tests' set-up, call and tear-down) and test count, the
+#: last time it ran whole.
 DURATIONS_KEY: Final = "kiln-verify/module-seconds"
 #: A module not yet timed: one marked ``slow`` is assumed long, any other short.
 _SLOW_GUESS_S: Final = 60.0
@@ -122,9 +123,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         known: dict[str, Any] = cache.get(DURATIONS_KEY, {}) if cache is not None else {}
 
         def seconds(module: list[pytest.Item]) -> float:
-            spent = known.get(module_of(module[0].nodeid))
-            if isinstance(spent, (int, float)):
-                return float(spent)
+            spent = _timed(known.get(module_of(module[0].nodeid)))
+            if spent is not None:
+                return spent[0]
             slow = any(item.get_closest_marker("slow") is not None for item in module)
             return _SLOW_GUESS_S if slow else 0.0
 
@@ -167,26 +168,46 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 _seconds: dict[str, float] = {}
+_tests: dict[str, int] = {}
+
+
+def _timed(value: object) -> tuple[float, int] | None:
+    """A cache entry as (seconds, tests that ran); a bare number is an older entry's."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value), 0
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(part, (int, float)) and not isinstance(part, bool) for part in value)
+    ):
+        return float(value[0]), int(value[1])
+    return None
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     module = module_of(report.nodeid)
     _seconds[module] = _seconds.get(module, 0.0) + report.duration
+    if report.when == "setup":
+        _tests[module] = _tests.get(module, 0) + 1
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The controller (never an xdist worker) keeps each module's time for the next run;
-    a module that ran only in part keeps its longer earlier time."""
+    """The controller (never an xdist worker) keeps each module's time for the next run:
+    the time of this run where at least as many of its tests ran as in the run it has,
+    else (a selection that ran part of it) the longer of the two."""
     config = session.config
     cache = getattr(config, "cache", None)
     if cache is None or hasattr(config, "workerinput") or not _seconds:
         return
     known = cache.get(DURATIONS_KEY, {})
-    merged = dict(known) if isinstance(known, dict) else {}
+    merged: dict[str, Any] = dict(known) if isinstance(known, dict) else {}
     for name, spent in _seconds.items():
-        previous = merged.get(name)
-        merged[name] = max(spent, previous) if isinstance(previous, (int, float)) else spent
-    cache.set(DURATIONS_KEY, {name: round(value, 2) for name, value in merged.items()})
+        ran = _tests.get(name, 0)
+        previous = _timed(merged.get(name))
+        if previous is not None and ran < previous[1]:
+            spent, ran = max(spent, previous[0]), previous[1]
+        merged[name] = [round(spent, 2), ran]
+    cache.set(DURATIONS_KEY, merged)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

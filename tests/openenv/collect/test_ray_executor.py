@@ -125,18 +125,27 @@ def _kill_one_worker_in_its_range() -> tuple[threading.Thread, list[int]]:
     return thread, killed
 
 
-def test_ray_workers_publish_the_single_process_bytes(
-    guarded: ServerHandle,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def _single_process_bundle(
+    guarded: ServerHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[tuple[str, ...], Path, Path]:
+    """The rollout's source flags, the folder holding its single-process bundle (collected
+    here, in ``single``) and an empty folder for the Ray run's bundle."""
     source = ("--environment", guarded.base_url, "--credential-env", TOKEN_VAR, *FLAGS)
     single, spread = tmp_path / "single", tmp_path / "ray"
     single.mkdir()
     spread.mkdir()
     monkeypatch.chdir(single)
     assert _run("openenv", "rollout", *source, "--json", monkeypatch=monkeypatch) == 0
+    return source, single, spread
+
+
+def test_ray_workers_publish_the_single_process_bytes(
+    guarded: ServerHandle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source, single, spread = _single_process_bundle(guarded, tmp_path, monkeypatch)
     monkeypatch.chdir(spread)
     capsys.readouterr()
     args = ("openenv", "rollout", *source, "--executor", "ray", "--workers", "2", "--json")
@@ -222,12 +231,7 @@ def test_a_cluster_started_by_ray_start_is_reached_by_address(
     process initialised by Ray ignores an address), with ``RAY_AUTH_MODE=token``: Ray
     2.60's ``ray start`` turns token authentication on, and a driver that connects by
     address sends the token (``~/.ray/auth_token``) only when told to."""
-    source = ("--environment", guarded.base_url, "--credential-env", TOKEN_VAR, *FLAGS)
-    single, spread = tmp_path / "single", tmp_path / "ray"
-    single.mkdir()
-    spread.mkdir()
-    monkeypatch.chdir(single)
-    assert _run("openenv", "rollout", *source, "--json", monkeypatch=monkeypatch) == 0
+    source, single, spread = _single_process_bundle(guarded, tmp_path, monkeypatch)
     driver = [str(Path(sys.executable).with_name("kiln-verify")), "openenv", "rollout", *source]
     driver += ["--executor", "ray", "--ray-address", ray_head, "--workers", "2", "--json"]
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
