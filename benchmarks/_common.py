@@ -329,9 +329,10 @@ def add_plan_arguments(parser: argparse.ArgumentParser, *, groups: int, rounds: 
     parser.add_argument("--rounds", type=int, default=rounds)
 
 
-def plan_controls(base_url: str, args: argparse.Namespace, directory: Path) -> Any:
-    """The collector's controls for :func:`add_plan_arguments`' plan, publishing
-    :data:`BUNDLE_NAMES` into ``directory`` (replacing what a previous round left)."""
+def plan_controls(base_url: str, args: argparse.Namespace, directory: Path, **options: Any) -> Any:
+    """The collector's controls for :func:`add_plan_arguments`' plan (and any other
+    ``CollectionOptions`` field in ``options``), publishing :data:`BUNDLE_NAMES` into
+    ``directory`` (replacing what a previous round left)."""
     from kiln_verify.openenv.collect import CollectionControls, CollectionOptions
 
     return CollectionControls.create(
@@ -342,6 +343,7 @@ def plan_controls(base_url: str, args: argparse.Namespace, directory: Path) -> A
             max_steps=args.steps,
             concurrency=args.concurrency,
             thinking=False,
+            **options,
         ),
         output=str(directory / BUNDLE_NAMES[0]),
         replay_output=str(directory / BUNDLE_NAMES[1]),

@@ -30,7 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import add_plan_arguments, oracle_command, start_server_process
+from benchmarks._common import (
+    add_plan_arguments,
+    oracle_command,
+    plan_controls,
+    start_server_process,
+)
 
 TARGET_RATIO = 1.3
 SERVER = "bandit"
@@ -48,25 +53,11 @@ def _action(step_index: int) -> str:
 
 
 async def run_collector(base_url: str, args: argparse.Namespace, directory: Path) -> float:
-    from kiln_verify.openenv.collect import CollectionControls, CollectionOptions, run_collection
+    from kiln_verify.openenv.collect import run_collection
     from kiln_verify.openenv.policy.scripted import ScriptedPolicy
 
     policy = ScriptedPolicy(lambda request: _action(request.step_index), name="bench")
-    controls = CollectionControls.create(
-        [base_url],
-        options=CollectionOptions(
-            groups=args.groups,
-            group_size=args.group_size,
-            max_steps=args.steps,
-            concurrency=args.concurrency,
-            thinking=False,
-            state_check=args.state_check,
-        ),
-        output=str(directory / "d.jsonl"),
-        replay_output=str(directory / "r.json"),
-        summary_output=str(directory / "s.json"),
-        force=True,
-    )
+    controls = plan_controls(base_url, args, directory, state_check=args.state_check)
     started = time.perf_counter()
     bundle = await run_collection(controls, policy)
     elapsed = time.perf_counter() - started

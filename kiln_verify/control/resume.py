@@ -58,7 +58,7 @@ from kiln_verify.control.layout import RESUMED_AS_FILE, RESUMED_FROM_FILE, RUN_J
 from kiln_verify.control.registry import RunRegistry
 from kiln_verify.control.status import OpenEnvRunStatus
 from kiln_verify.core.jsonenc import dumps_pretty
-from kiln_verify.core.publish import replace_bytes
+from kiln_verify.core.publish import fsync_dir, replace_bytes
 from kiln_verify.errors import ApiRunNotResumable
 
 __all__ = ["RESUME_SCHEMA", "resume_run"]
@@ -72,14 +72,6 @@ def _record(resumed_from: str, resumed_as: str) -> bytes:
     return dumps_pretty(
         {"schema": RESUME_SCHEMA, "resumed_from": resumed_from, "resumed_as": resumed_as}
     )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check(registry: RunRegistry, status: OpenEnvRunStatus) -> None:
@@ -118,8 +110,8 @@ def _move_journal(old_dir: Path, new_dir: Path) -> None:
         (old_dir / RESUMED_AS_FILE).unlink(missing_ok=True)
         raise
     try:
-        _fsync_dir(old_dir)
-        _fsync_dir(new_dir)
+        fsync_dir(old_dir)
+        fsync_dir(new_dir)
     except OSError:
         with contextlib.suppress(OSError):
             os.rename(target, source)

@@ -88,6 +88,16 @@ def publish_stream(
     _publish_one(target, mode, write, replace=replace)
 
 
+def fsync_dir(path: Pathish) -> None:
+    """fsync the directory ``path`` (never through a link): what makes a rename, a new entry
+    or a removal inside it durable."""
+    fd = os.open(path, _DIR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def replace_bytes(
     target: Pathish, data: bytes | bytearray | memoryview, *, mode: int = 0o644
 ) -> None:

@@ -37,7 +37,7 @@ def _die() -> None:
 
 def _crash_at(point: str) -> None:
     real_replace = publish.replace_bytes
-    real_fsync = resume._fsync_dir
+    real_fsync = resume.fsync_dir  # type: ignore[attr-defined]
     real_submit = RunRegistry.submit_new
 
     def replace_bytes(path: Path, data: bytes) -> None:
@@ -70,7 +70,7 @@ def _crash_at(point: str) -> None:
         return real_submit(self, request, controls, prepared)
 
     resume.replace_bytes = replace_bytes  # type: ignore[attr-defined,assignment]
-    resume._fsync_dir = fsync_dir
+    resume.fsync_dir = fsync_dir  # type: ignore[attr-defined,assignment]
     RunRegistry.submit_new = submit_new  # type: ignore[method-assign]
 
 

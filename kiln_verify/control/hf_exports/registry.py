@@ -20,6 +20,7 @@ from typing import Any
 from kiln_verify.control.hf_exports import store
 from kiln_verify.control.hf_exports.create import read_summary
 from kiln_verify.core.jsonio import loads_object
+from kiln_verify.core.publish import fsync_dir
 from kiln_verify.errors import (
     ApiHfTrlExportFailed,
     ApiHfTrlExportPrecondition,
@@ -95,7 +96,7 @@ def delete_export(root: Path, name: str, expected: str | None) -> None:
     try:
         doomed = store.fresh_path(root, store.DELETING_PREFIX, name)
         os.rename(directory, doomed)
-        store.fsync_dir(root)
+        fsync_dir(root)
         store.remove_tree(root, doomed.name)
     except OSError as exc:
         raise ApiHfTrlExportFailed(f"deleting export {name} failed: {exc.strerror}") from None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from kiln_verify.control.config import ServerConfig
+from kiln_verify.core.publish import fsync_dir
 from kiln_verify.errors import ApiHfTrlExportFailed, ApiHfTrlExportNotFound, snippet
 from kiln_verify.hf.manifest.http_exports import EXPORT_NAME
 
@@ -35,7 +36,6 @@ __all__ = [
     "RegistryScan",
     "bundle_dir",
     "fresh_path",
-    "fsync_dir",
     "new_private_dir",
     "registry_root",
     "remove_leftovers",
@@ -140,14 +140,6 @@ def new_private_dir(root: Path, prefix: str, name: str) -> Path:
     path = fresh_path(root, prefix, name)
     os.mkdir(path, 0o700)
     return path
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def remove_tree(root: Path, name: str) -> None:

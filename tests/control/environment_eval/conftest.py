@@ -54,13 +54,9 @@ def bandits() -> Iterator[tuple[ServerHandle, ServerHandle, ServerHandle]]:
 @pytest.fixture(scope="module")
 def completed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(tiny model, completed ``sft_01.kiln-hf``): the import tests' shared build."""
-    pytest.importorskip("torch")
-    pytest.importorskip("peft")
-    pytest.importorskip("trl")
-    from tests.hf.importer.conftest import completed_sft_bundle
+    from tests.hf.importer.conftest import model_and_bundle
 
-    built = completed_sft_bundle(tmp_path_factory)
-    return built.model, built.bundle
+    return model_and_bundle(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -90,6 +90,17 @@ def completed_sft_bundle(tmp_path_factory: pytest.TempPathFactory) -> Completed:
     return Completed(model, root / "sft_01.kiln-hf")
 
 
+def model_and_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(tiny model, completed ``sft_01.kiln-hf``) of :func:`completed_sft_bundle`, for the
+    route and evaluation-stage fixtures outside this folder (skipped without the train
+    extra)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    pytest.importorskip("trl")
+    built = completed_sft_bundle(tmp_path_factory)
+    return built.model, built.bundle
+
+
 def tree(root: Path) -> dict[str, bytes]:
     """Every entry beneath ``root`` with its bytes (directories as b'<dir>')."""
     out: dict[str, bytes] = {}
