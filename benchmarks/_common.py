@@ -213,7 +213,7 @@ def start_openenv_peers(
 ) -> ServerProcess:
     """One child process hosting one openenv `create_app` server per spec, URLs in spec order.
 
-    Several servers share a process so the slow gradio import is paid once; each still has
+    Several servers share a process so the openenv import is paid once; each still has
     its own app, `HTTPEnvServer`, socket and session table.
     """
     argv = peer_command(str(PEER_SCRIPT), "--exit-on-stdin-eof", *(s.argument() for s in specs))

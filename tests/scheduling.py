@@ -46,7 +46,7 @@ _SLOW_GUESS_S: Final = 60.0
 
 
 def module_of(nodeid: str) -> str:
-    """The test module a node id names (without any worker-group mark)."""
+    """The test module a node id names."""
     return nodeid.split("::", 1)[0]
 
 
@@ -102,7 +102,7 @@ def _write_groups(config: pytest.Config, table: dict[str, str]) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order the items by work unit (see the module) and mark the grouped ones."""
+    """Order the items by work unit (see the module); a worker writes the group table."""
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(module_of(item.nodeid), []).append(item)
