@@ -8,21 +8,35 @@ both files by SHA-256 and byte count. Every byte comes from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from kiln_verify.core.digest import sha256_bytes
-from kiln_verify.openenv.collect.engine import Collection
+from kiln_verify.openenv.collect.engine import CollectedGroup, Collection
 from kiln_verify.openenv.records.replay import REPLAY_SCHEMA, ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.rollout import AgenticGroup
-from kiln_verify.openenv.records.serialize import DatasetHasher, replay_bytes, summary_bytes
+from kiln_verify.openenv.records.serialize import (
+    DatasetHasher,
+    replay_bytes,
+    replay_group_tree,
+    rollout_line_bytes,
+    summary_bytes,
+)
 from kiln_verify.openenv.records.stats import compute_stats
 from kiln_verify.openenv.records.summary import (
     SUMMARY_SCHEMA,
     RolloutSummary,
 )
 
-__all__ = ["LOCAL_KILN_URL", "Bundle", "build_bundle"]
+__all__ = [
+    "LOCAL_KILN_URL",
+    "Bundle",
+    "WrittenGroup",
+    "build_bundle",
+    "corpus_group",
+    "replay_group",
+]
 
 LOCAL_KILN_URL: Final = "kiln-verify:local"
 """``kiln_url`` of a bundle collected by this tool (no Kiln server served the policy)."""
@@ -46,18 +60,62 @@ class Bundle:
         )
 
 
-def build_bundle(collection: Collection, *, kiln_url: str = LOCAL_KILN_URL) -> Bundle:
-    """Build (and cap-check) the corpus, replay manifest and summary bytes."""
+def corpus_group(group: CollectedGroup) -> AgenticGroup:
+    """The group's corpus line as a record: the shared prompt and every completion."""
+    return AgenticGroup(
+        messages=group.messages, completions=[episode.rollout for episode in group.episodes]
+    )
+
+
+def replay_group(group: CollectedGroup) -> ReplayGroup:
+    """The group's entry in the replay manifest."""
+    plan = group.plan
+    return ReplayGroup(
+        group_index=plan.group_index,
+        environment_index=plan.environment_index,
+        seed=plan.seed,
+        reset_payload=plan.reset_payload,
+        reset_observation=group.reset_observation,
+        candidates=[episode.replay for episode in group.episodes],
+    )
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class WrittenGroup:
+    """A group as the bundle writes it, done once, ahead of the bundle: the journal writes
+    each group's entry from these as the group ends and hands them on, so no group is
+    written twice."""
+
+    corpus: AgenticGroup
+    replay: ReplayGroup
+    corpus_line: bytes
+    """The group's corpus line (``rollout_line_bytes``)."""
+    replay_tree: Any | None
+    """The replay group laid out as the manifest holds it (``replay_group_tree``)."""
+
+    @classmethod
+    def of(cls, group: CollectedGroup) -> WrittenGroup:
+        corpus, replay = corpus_group(group), replay_group(group)
+        return cls(corpus, replay, rollout_line_bytes(corpus), replay_group_tree(replay))
+
+
+def build_bundle(
+    collection: Collection,
+    *,
+    kiln_url: str = LOCAL_KILN_URL,
+    written: Sequence[WrittenGroup | None] = (),
+) -> Bundle:
+    """Build (and cap-check) the corpus, replay manifest and summary bytes.
+
+    ``written``: the first groups as :class:`WrittenGroup` already wrote them, in order
+    (a ``None`` or a missing one is written here).
+    """
     controls = collection.controls
+    given = [*written, *([None] * (len(collection.groups) - len(written)))]
     hasher = DatasetHasher()
     lines = [
-        hasher.add(
-            AgenticGroup(
-                messages=group.messages,
-                completions=[episode.rollout for episode in group.episodes],
-            )
-        )
-        for group in collection.groups
+        hasher.add(corpus_group(group)) if done is None else hasher.add_line(done.corpus_line)
+        for group, done in zip(collection.groups, given, strict=True)
     ]
     dataset = b"".join(lines)
     manifest = ReplayManifest(
@@ -66,19 +124,9 @@ def build_bundle(collection: Collection, *, kiln_url: str = LOCAL_KILN_URL) -> B
         protocol_error_reward=controls.options.protocol_error_reward,
         max_steps=controls.options.max_steps,
         environments=collection.environments,
-        groups=[
-            ReplayGroup(
-                group_index=group.plan.group_index,
-                environment_index=group.plan.environment_index,
-                seed=group.plan.seed,
-                reset_payload=group.plan.reset_payload,
-                reset_observation=group.reset_observation,
-                candidates=[episode.replay for episode in group.episodes],
-            )
-            for group in collection.groups
-        ],
+        groups=[replay_group(group) for group in collection.groups],
     )
-    replay = replay_bytes(manifest)
+    replay = replay_bytes(manifest, [None if done is None else done.replay_tree for done in given])
     records = [episode.record for group in collection.groups for episode in group.episodes]
     summary = RolloutSummary(
         schema=SUMMARY_SCHEMA,

@@ -23,9 +23,10 @@ import contextlib
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from kiln_verify.core import rename
 from kiln_verify.core.digest import Sha256Digest, sha256_bytes
@@ -50,6 +51,7 @@ from kiln_verify.records import Record, validate_record
 __all__ = [
     "HEADER",
     "SEAL",
+    "EntryDirectory",
     "JournalFiles",
     "JournalWriter",
     "entry_name",
@@ -76,13 +78,14 @@ def entry_name(group_index: int) -> str:
     return f"group-{group_index:08d}.entry"
 
 
-def frame(record: Record) -> tuple[bytes, Sha256Digest]:
-    """An entry file's bytes and its digest (the payload's SHA-256)."""
+def frame(record: Record, given: Mapping[str, Any] | None = None) -> tuple[bytes, Sha256Digest]:
+    """An entry file's bytes and its digest (the payload's SHA-256); a member named in
+    ``given`` is that value already written (``record_compact_unproven``)."""
     # The entry is read back as records, never compared as text, so it needs no canonical
     # spelling, only an exact round trip: ``orjson`` from the record's layout (a third of
     # pydantic's writer's cost, whose serializers call back into Python for every
     # free-form value), pydantic's writer for a record the layout does not write.
-    payload = record_compact_unproven(record)
+    payload = record_compact_unproven(record, given)
     if payload is None:
         payload = record.model_dump_json(by_alias=True).encode("utf-8")
     payload += b"\n"
@@ -250,36 +253,67 @@ def _write_entry(path: Path, budget: RetainedBudget, name: str, record: Record) 
     return digest
 
 
-def store_entry(path: Path, name: str, data: bytes) -> None:
-    """Write one framed entry whole: staged, fsynced, renamed without replacing, directory
-    fsynced. A failure removes the staged file; only a killed writer leaves one. System
-    calls only (the GIL is released while they wait): a worker thread may run it."""
-    partial = f".{name}.partial"
-    dir_fd = _open_dir(path)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial, dir_fd=dir_fd)  # a killed writer's leftover
-        fd = os.open(partial, _NEW, 0o600, dir_fd=dir_fd)
+class EntryDirectory:
+    """A journal directory held open while entries are written into it, each one whole:
+    staged, fsynced, renamed without replacing, the directory fsynced. What killed writers
+    left (``.partial`` files) is removed once, when it is opened. A failure removes the
+    staged file; only a killed writer leaves one. System calls only (the GIL is released
+    while they wait): a worker thread may store entries. One descriptor serves a whole
+    run's entries (opening the directory and looking for a leftover for each entry cost
+    a quarter of an entry's CPU)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = _open_dir(path)
         try:
-            with os.fdopen(fd, "wb", closefd=False) as stream:
-                stream.write(data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        rename.noreplace(dir_fd, partial, name, allow_link=True)
-        os.fsync(dir_fd)
-    except (OSError, rename.Unsupported) as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(partial, dir_fd=dir_fd)
-        if isinstance(exc, FileExistsError):
+            for name in os.listdir(self._fd):
+                if _PARTIAL.fullmatch(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=self._fd)
+        except OSError as exc:
+            os.close(self._fd)
             raise JournalInvalid(
-                f"journal entry {name} already exists (another collector writes this journal?)",
-                path=str(path),
+                f"cannot clear the journal's leftovers: {exc.strerror}", path=str(path)
             ) from None
-        why = exc.strerror if isinstance(exc, OSError) else "no rename that refuses to replace"
-        raise JournalInvalid(f"cannot write journal entry {name}: {why}", path=str(path)) from None
+
+    def store(self, name: str, data: bytes) -> None:
+        """Write one framed entry whole and durable."""
+        partial = f".{name}.partial"
+        try:
+            fd = os.open(partial, _NEW, 0o600, dir_fd=self._fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            rename.noreplace(self._fd, partial, name, allow_link=True)
+            os.fsync(self._fd)
+        except (OSError, rename.Unsupported) as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(partial, dir_fd=self._fd)
+            if isinstance(exc, FileExistsError):
+                raise JournalInvalid(
+                    f"journal entry {name} already exists (another collector writes this journal?)",
+                    path=str(self.path),
+                ) from None
+            why = exc.strerror if isinstance(exc, OSError) else "no rename that refuses to replace"
+            raise JournalInvalid(
+                f"cannot write journal entry {name}: {why}", path=str(self.path)
+            ) from None
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def store_entry(path: Path, name: str, data: bytes) -> None:
+    """Write one framed entry whole (:meth:`EntryDirectory.store`)."""
+    directory = EntryDirectory(path)
+    try:
+        directory.store(name, data)
     finally:
-        os.close(dir_fd)
+        directory.close()
 
 
 class JournalWriter:
@@ -340,10 +374,13 @@ class JournalWriter:
         """Write one finished group (its ``previous_sha256`` must be :attr:`last`)."""
         self.last = self._write(entry_name(group.group_index), group)
 
-    def prepare(self, group: JournalGroup) -> tuple[str, bytes]:
+    def prepare(
+        self, group: JournalGroup, given: Mapping[str, Any] | None = None
+    ) -> tuple[str, bytes]:
         """:meth:`append` without the write: the entry framed, charged and chained (it is
-        :attr:`last` from now on); :func:`store_entry` must write it before the next."""
-        data, digest = frame(group)
+        :attr:`last` from now on); :func:`store_entry` must write it before the next.
+        ``given``: members already written (:func:`frame`)."""
+        data, digest = frame(group, given)
         name = entry_name(group.group_index)
         self._budget.charge_bytes(len(data), f"journal entry {name}")
         self.last = digest

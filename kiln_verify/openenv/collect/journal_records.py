@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import orjson
+
 from kiln_verify.errors import (
     JournalControlsChanged,
     JournalEntryTampered,
     JournalEnvironmentChanged,
     JournalPlanMismatch,
 )
+from kiln_verify.openenv.collect.bundle import WrittenGroup
 from kiln_verify.openenv.collect.controls import OPTION_NAMES, CollectionControls, CollectionOptions
 from kiln_verify.openenv.collect.engine import CollectedGroup
 from kiln_verify.openenv.collect.episode import EpisodeResult
@@ -32,8 +35,6 @@ from kiln_verify.openenv.records.journal import (
     JournalGroup,
     JournalHeader,
 )
-from kiln_verify.openenv.records.replay import ReplayGroup
-from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.records import BehaviorPolicyIdentity
 
 __all__ = [
@@ -179,26 +180,24 @@ def planned_groups(controls: CollectionControls, groups: range) -> Iterator[Grou
     return group_plan(reset_plan, groups.stop, controls.options.seed_start, first=groups.start)
 
 
-def journal_group(group: CollectedGroup, previous: str) -> JournalGroup:
-    """The entry of a finished group, linked to the entry before it."""
-    plan = group.plan
-    return JournalGroup(
+def journal_group(
+    group: CollectedGroup, written: WrittenGroup, previous: str
+) -> tuple[JournalGroup, dict[str, Any]]:
+    """The entry of a finished group, linked to the entry before it, and its members the
+    bundle's writing already wrote (``frame``'s ``given``: the corpus line's JSON and the
+    replay group's tree), so that framing the entry walks only its rollouts."""
+    entry = JournalGroup(
         schema=JOURNAL_GROUP_SCHEMA,
-        group_index=plan.group_index,
+        group_index=group.plan.group_index,
         previous_sha256=previous,
-        corpus=AgenticGroup(
-            messages=group.messages, completions=[episode.rollout for episode in group.episodes]
-        ),
-        replay=ReplayGroup(
-            group_index=plan.group_index,
-            environment_index=plan.environment_index,
-            seed=plan.seed,
-            reset_payload=plan.reset_payload,
-            reset_observation=group.reset_observation,
-            candidates=[episode.replay for episode in group.episodes],
-        ),
+        corpus=written.corpus,
+        replay=written.replay,
         rollouts=[episode.record for episode in group.episodes],
     )
+    given: dict[str, Any] = {"corpus": orjson.Fragment(written.corpus_line.removesuffix(b"\n"))}
+    if written.replay_tree is not None:
+        given["replay"] = written.replay_tree
+    return entry, given
 
 
 def collected_group(

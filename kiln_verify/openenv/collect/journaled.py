@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiln_verify.errors import JournalInvalid, TargetExists, UsageError
-from kiln_verify.openenv.collect.bundle import Bundle, build_bundle
+from kiln_verify.openenv.collect.bundle import Bundle, WrittenGroup, build_bundle
 from kiln_verify.openenv.collect.controls import CollectionControls
 from kiln_verify.openenv.collect.engine import (
     CollectedGroup,
@@ -40,11 +40,11 @@ from kiln_verify.openenv.collect.engine import (
 )
 from kiln_verify.openenv.collect.journal import (
     HEADER,
+    EntryDirectory,
     JournalFiles,
     JournalWriter,
     only_leftovers,
     read_journal,
-    store_entry,
 )
 from kiln_verify.openenv.collect.journal_records import (
     check_environments,
@@ -90,6 +90,9 @@ class JournaledCollection:
     resumed: int
     """Groups read back from the journal rather than collected by this run."""
     collection: Collection | None
+    written: tuple[WrittenGroup | None, ...] = ()
+    """The groups this run wrote, aligned with ``collection.groups`` (``None``: a group
+    read back from the journal), for :func:`build_bundle`."""
 
 
 def _started(journal: Path) -> bool:
@@ -116,25 +119,33 @@ def _read(journal: Path, resume: bool) -> JournalFiles | None:
 
 class _Background:
     """The journal's file writes, off the event loop: each entry is framed and chained
-    here (about 0.5 ms of CPU), and one worker thread, doing only system calls, writes the
-    entries in order (a new journal's header first) while the collection goes on (the two
-    fsyncs of an entry no longer hold it up). A group whose entry is still queued at a
-    crash has no entry and is collected again, like a group in flight; a failed write
-    fails the collection at the next group or at the end."""
+    here, from the group as the bundle writes it (:class:`WrittenGroup`: its corpus line
+    and replay tree, kept for the bundle, so the journal adds about 0.15 ms of CPU per
+    group, not a second writing of the group), and one worker thread, doing only system
+    calls in one held directory, writes the entries in order (a new journal's header
+    first) while the collection goes on (the two fsyncs of an entry no longer hold it up).
+    A group whose entry is still queued at a crash has no entry and is collected again,
+    like a group in flight; a failed write fails the collection at the next group or at
+    the end."""
 
     def __init__(self, writer: JournalWriter) -> None:
         self._writer = writer
+        self._directory = EntryDirectory(writer.path)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-journal")
         self._pending: list[Future[None]] = []
+        self.written: list[WrittenGroup] = []
+        """Each group as its entry was written from it, in order, for the bundle."""
 
     def store(self, name: str, data: bytes) -> None:
         """Queue one framed entry behind every entry queued before it."""
         while self._pending and self._pending[0].done():
             self._pending.pop(0).result()  # raises a failed write's error
-        self._pending.append(self._pool.submit(store_entry, self._writer.path, name, data))
+        self._pending.append(self._pool.submit(self._directory.store, name, data))
 
     def submit(self, group: CollectedGroup) -> None:
-        self.store(*self._writer.prepare(journal_group(group, str(self._writer.last))))
+        written = WrittenGroup.of(group)
+        self.written.append(written)
+        self.store(*self._writer.prepare(*journal_group(group, written, str(self._writer.last))))
 
     async def drain(self) -> None:
         """Every queued entry written (durable), or the first write's error."""
@@ -144,6 +155,7 @@ class _Background:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._directory.close()
 
 
 async def _reinspect_while_draining(
@@ -210,6 +222,7 @@ async def collect_journaled(
                 done.append(collected_group(entry, plan, size, source))
         again = found.first
         new: list[CollectedGroup] = []
+        written: list[WrittenGroup] = []
         if not sealed:
             background = _Background(writer)
             try:
@@ -228,6 +241,7 @@ async def collect_journaled(
                 )
                 notify(ProgressEvent("revalidating"))
                 again = await _reinspect_while_draining(found, background)
+                written = background.written
             finally:
                 background.close()
             check_unchanged(found.first, again)
@@ -235,7 +249,9 @@ async def collect_journaled(
         collection = None
         if planned == range(controls.options.groups):
             collection = assemble_collection(controls, found, behavior, [*done, *new], again)
-        return JournaledCollection(root, planned, len(done), collection)
+        return JournaledCollection(
+            root, planned, len(done), collection, (*([None] * len(done)), *written)
+        )
 
 
 def _already_published(controls: CollectionControls, bundle: Bundle) -> bool:
@@ -274,7 +290,7 @@ async def run_journaled(
     )
     if done.collection is None:
         return done, None
-    bundle = build_bundle(done.collection)
+    bundle = build_bundle(done.collection, written=done.written)
     try:
         check_outputs(controls)  # recovers what a killed publication left, then checks
     except TargetExists:

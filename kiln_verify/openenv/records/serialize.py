@@ -32,14 +32,14 @@ from kiln_verify.limits import (
 )
 from kiln_verify.openenv.protocol.identity import DiscoveryDocuments
 from kiln_verify.openenv.records.observation import ObservationRecord
-from kiln_verify.openenv.records.replay import ReplayManifest
+from kiln_verify.openenv.records.replay import ReplayGroup, ReplayManifest
 from kiln_verify.openenv.records.rollout import AgenticGroup
 from kiln_verify.openenv.records.summary import (
     SUMMARY_SCHEMA,
     RolloutSummary,
     check_version_rules,
 )
-from kiln_verify.openenv.records.writefast import observation_compact, record_pretty
+from kiln_verify.openenv.records.writefast import observation_compact, record_pretty, record_tree
 from kiln_verify.records import ChatMessage, Record, sort_keys
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "group_plan_sha256",
     "messages_sha256",
     "replay_bytes",
+    "replay_group_tree",
     "report_bytes",
     "reset_observation_sha256",
     "reset_plan_sha256",
@@ -67,6 +68,8 @@ __all__ = [
 GROUP_PLAN_SCHEMA: Final = "kiln.openenv-group-plan.v1"
 GROUP_PLAN_ITEM_SCHEMA: Final = "kiln.openenv-group-plan-item.v1"
 _U64_BE = struct.Struct(">Q")
+_REPLAY_GROUP_DEPTH: Final = 2
+"""A replay group's depth in the manifest: an item of the root object's ``groups`` list."""
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -98,7 +101,10 @@ class DatasetHasher:
         self.lines = 0
 
     def add(self, group: AgenticGroup) -> bytes:
-        line = rollout_line_bytes(group)
+        return self.add_line(rollout_line_bytes(group))
+
+    def add_line(self, line: bytes) -> bytes:
+        """:meth:`add` of a line :func:`rollout_line_bytes` already wrote."""
         if self.size + len(line) > self._max:
             raise LimitExceeded(
                 "rollout corpus",
@@ -126,14 +132,30 @@ def _pretty(record: Record, cap: int, limit: str, what: str) -> bytes:
     return _capped(pretty_bytes(record.to_json()), cap, limit, what)
 
 
-def replay_bytes(manifest: ReplayManifest) -> bytes:
+def replay_group_tree(group: ReplayGroup) -> Any | None:
+    """The replay group laid out as the manifest holds it (an item of ``groups``, depth
+    2), for :func:`replay_bytes`'s ``group_trees``; ``None`` where the layout does not
+    write it."""
+    return record_tree(group, _REPLAY_GROUP_DEPTH)
+
+
+def replay_bytes(manifest: ReplayManifest, group_trees: Sequence[Any | None] = ()) -> bytes:
     """The replay file: pretty JSON + ``\\n`` (refused above ``MAX_OPENENV_REPLAY_BYTES``).
 
     ``dumps_pretty(manifest.to_json())``, written by
     :func:`~kiln_verify.openenv.records.writefast.record_pretty` where it proves its bytes
-    (the reference otherwise).
+    (the reference otherwise). ``group_trees``: :func:`replay_group_tree` of the first
+    groups, already laid out (the journal laid each group out as it ended); a ``None`` or
+    a missing one is laid out here.
     """
-    data = record_pretty(manifest)
+    given: dict[str, Any] | None = None
+    if any(tree is not None for tree in group_trees):
+        trees = []
+        for index, group in enumerate(manifest.groups):
+            tree = group_trees[index] if index < len(group_trees) else None
+            trees.append(replay_group_tree(group) if tree is None else tree)
+        given = {"groups": trees} if all(tree is not None for tree in trees) else None
+    data = record_pretty(manifest) if given is None else record_pretty(manifest, given)
     return _capped(data, MAX_OPENENV_REPLAY_BYTES, "MAX_OPENENV_REPLAY_BYTES", "replay")
 
 

@@ -5,7 +5,10 @@ Record-shaped uses of :mod:`kiln_verify.core.jsonfastwrite` (which explains when
 bytes of ``dumps_pretty(record.to_json())`` / ``dumps_compact(record.to_json())`` without
 ``to_json``, which re-sorts every free-form value in Python (about as costly as writing
 the replay manifest): each free-form value is written once by ``orjson`` with sorted
-keys (re-indented to its depth in pretty text) and inserted as an ``orjson.Fragment``.
+keys (re-indented to its depth in pretty text) and inserted as an ``orjson.Fragment``,
+when the tree of the record is written (``orjson``'s ``default``), so that one walk of a
+record (:func:`record_tree`) can be written both ways: the journal writes each replay
+group compact as the group ends, and the replay manifest takes the same trees pretty.
 
 Nothing here names a record or a field. The layout of a class is derived once from what
 the model declares (:func:`_layout`): its fields in declaration order, each one's output
@@ -25,7 +28,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Union
 
@@ -43,11 +46,20 @@ from kiln_verify.core.jsonfastwrite import (
 from kiln_verify.core.jsonio import dumps_compact, dumps_pretty
 from kiln_verify.records import Record, sort_keys
 
-__all__ = ["observation_compact", "record_compact", "record_compact_unproven", "record_pretty"]
+__all__ = [
+    "observation_compact",
+    "record_compact",
+    "record_compact_unproven",
+    "record_pretty",
+    "record_tree",
+]
 
 # "\n" plus the pretty indent of each depth a fragment is inserted at.
 _NEWLINE_INDENT: Final = tuple(b"\n" + b"  " * depth for depth in range(32))
 _SCALARS: Final = (str, int, float, bool, type(None))
+#: Values :func:`_value` writes as they are, with nothing to check (a float may be
+#: non-finite, a list may hold records).
+_EXACT: Final = frozenset({str, int, bool, type(None)})
 _KNOWN_CONFIG: Final = frozenset(
     {"extra", "frozen", "populate_by_name", "json_schema_extra", "title", "strict"}
 )
@@ -178,24 +190,41 @@ def _derive(cls: type[Record]) -> tuple[_Member, ...]:
     return tuple(members)
 
 
-def _free(value: Any, depth: int, pretty: bool) -> orjson.Fragment:
-    """A free-form value (``sort_keys`` on output) at ``depth`` of the document."""
-    if not pretty:
-        return orjson.Fragment(orjson.dumps(value, option=SORTED))
-    raw = orjson.dumps(value, option=SORTED_PRETTY)
+class _Free:
+    """A free-form value (``sort_keys`` on output) at ``depth`` of the document, in a tree,
+    written only when the tree is (by :func:`_compact_free` or :func:`_pretty_free`, the
+    ``default`` of ``orjson``): one tree serves both spellings."""
+
+    __slots__ = ("depth", "value")
+
+    def __init__(self, value: Any, depth: int) -> None:
+        self.value = value
+        self.depth = depth
+
+
+def _compact_free(free: Any) -> orjson.Fragment:
+    if type(free) is not _Free:
+        raise TypeError  # orjson's refusal: the reference decides
+    return orjson.Fragment(orjson.dumps(free.value, option=SORTED))
+
+
+def _pretty_free(free: Any) -> orjson.Fragment:
+    if type(free) is not _Free:
+        raise TypeError
+    raw = orjson.dumps(free.value, option=SORTED_PRETTY)
     if b"\n" in raw:
-        raw = raw.replace(b"\n", _NEWLINE_INDENT[depth])
+        raw = raw.replace(b"\n", _NEWLINE_INDENT[free.depth])
     return orjson.Fragment(raw)
 
 
-def _value(value: Any, records: frozenset[type[Record]], depth: int, pretty: bool) -> Any:
+def _value(value: Any, records: frozenset[type[Record]], depth: int) -> Any:
     """A non-free member value: records by their layout, lists item by item."""
     if isinstance(value, Record):
         if type(value) not in records:
             raise _NoLayout  # pydantic writes a value by its declared type, not its own
-        return _tree(value, depth, pretty)
+        return _tree(value, depth)
     if type(value) is list and records:
-        return [_value(item, records, depth + 1, pretty) for item in value]
+        return [_value(item, records, depth + 1) for item in value]
     _finite(value)
     return value
 
@@ -215,8 +244,9 @@ def _finite(value: Any) -> None:
             _finite(item)
 
 
-def _tree(record: Record, depth: int, pretty: bool) -> dict[str, Any]:
-    """``record.to_json()`` at ``depth`` (its members at ``depth + 1``)."""
+def _tree(record: Record, depth: int, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``record.to_json()`` at ``depth`` (its members at ``depth + 1``), free-form values
+    left as :class:`_Free`; a member named in ``given`` is that value, already written."""
     layout = _layout(type(record))
     if layout is None:
         raise _NoLayout
@@ -228,8 +258,12 @@ def _tree(record: Record, depth: int, pretty: bool) -> dict[str, Any]:
             continue
         if member.unset_omitted and member.name not in record.model_fields_set:
             continue
-        if member.free:
-            tree[member.key] = _free(value, depth + 1, pretty)
+        if given is not None and member.name in given:
+            tree[member.key] = given[member.name]
+        elif type(value) in _EXACT and not member.free and member.scalar is None:
+            tree[member.key] = value  # the common case of _value: nothing to check
+        elif member.free:
+            tree[member.key] = _Free(value, depth + 1)
         elif member.scalar is not None:
             written = member.scalar(value)
             if type(written) not in _SCALARS:
@@ -237,15 +271,29 @@ def _tree(record: Record, depth: int, pretty: bool) -> dict[str, Any]:
             _finite(written)
             tree[member.key] = written
         else:
-            tree[member.key] = _value(value, member.records, depth + 1, pretty)
+            tree[member.key] = _value(value, member.records, depth + 1)
     return tree
 
 
-def record_pretty(record: Record) -> bytes:
-    """``dumps_pretty(record.to_json())`` (pretty JSON + LF): derived where proven, else
-    the reference, which alone decides every error."""
+def record_tree(record: Record, depth: int) -> dict[str, Any] | None:
+    """The record laid out at ``depth`` (2: an item of a list member of a document), for
+    ``given``: one walk of the record that both a compact and a pretty document take (a
+    journal entry and the bundle's replay manifest). ``None`` where the layout does not
+    write the record. The tree holds the record's values, not copies: it stays true while
+    the record is not changed (records are not changed once built)."""
     try:
-        raw = orjson.dumps(_tree(record, 0, True), option=PRETTY)
+        return _tree(record, depth)
+    except Exception:  # the callers' own writers decide
+        return None
+
+
+def record_pretty(record: Record, given: Mapping[str, Any] | None = None) -> bytes:
+    """``dumps_pretty(record.to_json())`` (pretty JSON + LF): derived where proven, else
+    the reference, which alone decides every error. A member named in ``given`` is that
+    value, already laid out for its depth (a list of :func:`record_tree` trees at depth
+    2 for a list member): the caller vouches that it lays out the member's records."""
+    try:
+        raw = orjson.dumps(_tree(record, 0, given), default=_pretty_free, option=PRETTY)
     except Exception:  # any failure: the reference runs and decides the error
         data = None
     else:
@@ -256,22 +304,25 @@ def record_pretty(record: Record) -> bytes:
 def record_compact(record: Record) -> bytes:
     """``dumps_compact(record.to_json())``: derived where proven, else the reference."""
     try:
-        raw = orjson.dumps(_tree(record, 0, False), option=PLAIN)
+        raw = orjson.dumps(_tree(record, 0), default=_compact_free, option=PLAIN)
         data = proven_compact(raw, record.to_json)
     except Exception:  # any failure: the reference runs and decides the error
         data = None
     return dumps_compact(record.to_json()) if data is None else data
 
 
-def record_compact_unproven(record: Record) -> bytes | None:
+def record_compact_unproven(record: Record, given: Mapping[str, Any] | None = None) -> bytes | None:
     """Compact JSON of ``record`` from its layout, by ``orjson``, *not* proven equal to
     ``dumps_compact(record.to_json())``: a float may be spelled with an exponent and the
     depth bound is not searched for (the two proofs that make :func:`record_compact` cost
     a second walk of a large record). For text that is only ever parsed back into the
     record by the strict reader (a journal entry), never hashed as a contract's bytes.
-    ``None`` where the layout does not write the record."""
+    A member named in ``given`` is that value, already written by the caller from the
+    member's value: a :func:`record_tree` tree, or an ``orjson.Fragment`` of its JSON
+    (a journal entry's corpus group is its corpus line). ``None`` where the layout does
+    not write the record."""
     try:
-        return orjson.dumps(_tree(record, 0, False), option=PLAIN)
+        return orjson.dumps(_tree(record, 0, given), default=_compact_free, option=PLAIN)
     except Exception:  # the caller's own writer decides
         return None
 

@@ -10,10 +10,12 @@ import os
 import shutil
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kiln_verify.core.digest import Sha256Digest
 from kiln_verify.errors import (
     JournalEntryTampered,
     JournalEntryTruncated,
@@ -42,6 +44,7 @@ from kiln_verify.openenv.records.journal import (
 )
 from kiln_verify.openenv.records.replay import ReplayGroup
 from kiln_verify.openenv.records.rollout import AgenticGroup
+from kiln_verify.openenv.records.serialize import replay_group_tree, rollout_line_bytes
 from kiln_verify.openenv.records.summary import RolloutRecord
 from kiln_verify.records import BehaviorPolicyIdentity
 from tests.openenv.records.fixtures import (
@@ -108,6 +111,33 @@ def test_a_record_of_another_kind_under_a_valid_digest_is_tampered() -> None:
     with pytest.raises(JournalEntryTampered) as refused:
         unframe(data, JournalGroup, source="x")
     assert "JournalGroup" in refused.value.rule
+
+
+def test_an_entry_framed_from_the_bundles_writing_is_the_entry_framed_whole(
+    tmp_path: Path,
+) -> None:
+    """The collector hands the writer the group's corpus line and replay tree (what the
+    bundle writes of it) so the group is not written twice; the entry reads back as the
+    same record, and the same JSON value, as the entry written from the record alone."""
+    entry = JournalGroup(
+        schema=JOURNAL_GROUP_SCHEMA,
+        group_index=0,
+        previous_sha256="sha256:" + "b" * 64,
+        corpus=AgenticGroup.from_json(group_json()),
+        replay=ReplayGroup.from_json(replay_json()["groups"][0]),
+        rollouts=[RolloutRecord.from_json(summary_json()["rollouts"][0])],
+    )
+    line = rollout_line_bytes(entry.corpus)
+    tree = replay_group_tree(entry.replay)
+    assert tree is not None
+    whole, _ = frame(entry)
+    writer = JournalWriter(tmp_path, Sha256Digest("b" * 64), RetainedBudget())
+    name, spliced = writer.prepare(entry, {"corpus": orjson.Fragment(line[:-1]), "replay": tree})
+    assert name == entry_name(0)
+    assert line[:-1] in spliced
+    assert orjson.loads(spliced.split(b"\n", 1)[1]) == orjson.loads(whole.split(b"\n", 1)[1])
+    assert unframe(spliced, JournalGroup, source="x")[0] == entry
+    assert unframe(whole, JournalGroup, source="x")[0] == entry
 
 
 def _header(url: str) -> JournalHeader:

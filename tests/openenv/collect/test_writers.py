@@ -171,7 +171,7 @@ def test_unusual_values_take_the_reference(value: Any) -> None:
 
 
 def test_plain_values_take_the_fast_route() -> None:
-    value = {"observation": {"text": "sha256:5e2 episode-1 {\"a\": [1]}", "n": [1, 2.5]}}
+    value = {"observation": {"text": 'sha256:5e2 episode-1 {"a": [1]}', "n": [1, 2.5]}}
     assert jsonfastwrite.compact_orjson(value) == dumps_compact(value)
     assert jsonfastwrite.pretty_orjson(value) == dumps_pretty(value)
     assert jsonfastwrite.compact_orjson([1e-7]) is None
@@ -331,8 +331,8 @@ def test_replay_bytes_are_the_reference_bytes(payload: Any, final_state: Any) ->
 
 def test_the_derived_layout_is_taken_for_plain_manifests() -> None:
     manifest = _manifest(PAYLOADS[0], final_state={"pulls": 3})
-    tree = writefast._tree(manifest, 0, True)  # raises where the layout steps aside
-    data = orjson.dumps(tree, option=jsonfastwrite.PRETTY) + b"\n"
+    tree = writefast._tree(manifest, 0)  # raises where the layout steps aside
+    data = orjson.dumps(tree, default=writefast._pretty_free, option=jsonfastwrite.PRETTY) + b"\n"
     assert data == writefast.record_pretty(manifest) == dumps_pretty(manifest.to_json())
     assert orjson.loads(data)["groups"][0]["candidates"][0]["final_state"] == {"pulls": 3}
 
@@ -348,6 +348,7 @@ def test_collected_bundles_are_the_reference_bytes(
     import asyncio
 
     from kiln_verify.openenv.collect import build_bundle, collect
+    from kiln_verify.openenv.collect.bundle import WrittenGroup
     from kiln_verify.openenv.policy.scripted import ScriptedPolicy
     from kiln_verify.openenv.records import serialize
     from tests.openenv.collect.conftest import outputs
@@ -363,6 +364,14 @@ def test_collected_bundles_are_the_reference_bytes(
     )
     collection = asyncio.run(collect(controls, policy))
     fast = build_bundle(collection)
+    # the journal's path: groups written as they ended (None: read back; the last: missing)
+    written = [WrittenGroup.of(group) for group in collection.groups]
+    handed = build_bundle(collection, written=[None, *written[1:-1]])
+    assert (handed.dataset, handed.replay, handed.summary) == (
+        fast.dataset,
+        fast.replay,
+        fast.summary,
+    )
     assert writefast.record_pretty is serialize.record_pretty  # type: ignore[attr-defined]
     monkeypatch.setattr(serialize, "record_pretty", lambda record: dumps_pretty(record.to_json()))
     monkeypatch.setattr(serialize, "compact_bytes", dumps_compact)
