@@ -7,6 +7,7 @@ tamperer would (:func:`~tests.openenv.collect.journals.forge` re-chains the dige
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from pathlib import Path
@@ -23,7 +24,9 @@ from kiln_verify.errors import (
     KilnError,
     UsageError,
 )
+from kiln_verify.openenv.collect.engine import ProgressEvent
 from kiln_verify.openenv.collect.journal import SEAL, entry_name
+from kiln_verify.openenv.collect.journaled import run_journaled
 from kiln_verify.openenv.policy.random_policy import RandomPolicy
 from oracle.runner import ServerHandle
 from tests.openenv.collect.journals import (
@@ -193,3 +196,28 @@ def test_a_journal_refuses_what_it_cannot_keep(url: str, tmp_path: Path) -> None
         journaled(grpo, tmp_path / "j")
     assert grpo_refused.value.fields == ("grpo_output", "journal")
     assert not (tmp_path / "j").exists()
+
+
+def test_a_failed_entry_write_fails_the_run_and_publishes_nothing(url: str, tmp_path: Path) -> None:
+    """The entries are written by a worker thread while the collection goes on; a write it
+    cannot make (here: another writer's entry already holds the name of group 2, which a
+    write never replaces) fails the run with the writer's refusal, publishes nothing, and
+    leaves the journal as it was: its whole entries, and no staged file."""
+    controls = controls_in(tmp_path, url)
+    journal = tmp_path / "journal"
+    rogue = b"another writer's entry\n"
+
+    def interfere(event: ProgressEvent) -> None:
+        if event.stage == "group" and event.completed == 1:
+            (journal / entry_name(2)).write_bytes(rogue)
+
+    with pytest.raises(JournalInvalid) as refused:
+        asyncio.run(run_journaled(controls, RandomPolicy(), journal, progress=interfere))
+    assert "journal entry group-00000002.entry already exists" in refused.value.rule
+    assert refused.value.path == str(journal)
+    assert not any((tmp_path / name).exists() for name in NAMES)
+    names = set(os.listdir(journal))
+    assert {"header.entry", entry_name(0), entry_name(1), entry_name(2)} <= names
+    assert not any(name.endswith(".partial") for name in names)
+    assert SEAL not in names
+    assert (journal / entry_name(2)).read_bytes() == rogue
