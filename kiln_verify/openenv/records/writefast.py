@@ -208,6 +208,14 @@ def _compact_free(free: Any) -> orjson.Fragment:
     return orjson.Fragment(orjson.dumps(free.value, option=SORTED))
 
 
+def _unsorted_free(free: Any) -> Any:
+    """A free-form value as it is, keys in its own order: for text only parsed back
+    (:func:`record_compact_unproven`), where the order of keys is not part of the value."""
+    if type(free) is not _Free:
+        raise TypeError
+    return free.value
+
+
 def _pretty_free(free: Any) -> orjson.Fragment:
     if type(free) is not _Free:
         raise TypeError
@@ -313,16 +321,17 @@ def record_compact(record: Record) -> bytes:
 
 def record_compact_unproven(record: Record, given: Mapping[str, Any] | None = None) -> bytes | None:
     """Compact JSON of ``record`` from its layout, by ``orjson``, *not* proven equal to
-    ``dumps_compact(record.to_json())``: a float may be spelled with an exponent and the
-    depth bound is not searched for (the two proofs that make :func:`record_compact` cost
-    a second walk of a large record). For text that is only ever parsed back into the
+    ``dumps_compact(record.to_json())``: a float may be spelled with an exponent, the
+    keys of a free-form value keep their own order and the depth bound is not searched
+    for (the two proofs that make :func:`record_compact` cost a second walk of a large
+    record). For text that is only ever parsed back into the
     record by the strict reader (a journal entry), never hashed as a contract's bytes.
     A member named in ``given`` is that value, already written by the caller from the
     member's value: a :func:`record_tree` tree, or an ``orjson.Fragment`` of its JSON
     (a journal entry's corpus group is its corpus line). ``None`` where the layout does
     not write the record."""
     try:
-        return orjson.dumps(_tree(record, 0, given), default=_compact_free, option=PLAIN)
+        return orjson.dumps(_tree(record, 0, given), default=_unsorted_free, option=PLAIN)
     except Exception:  # the caller's own writer decides
         return None
 
