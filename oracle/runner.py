@@ -64,8 +64,14 @@ class ServerConfig:
 class ServerHandle:
     """A running server; `stop()` is idempotent."""
 
-    def __init__(self, config: ServerConfig, app: OracleApp, server: uvicorn.Server,
-                 thread: threading.Thread, port: int) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        app: OracleApp,
+        server: _Server,
+        thread: threading.Thread,
+        port: int,
+    ) -> None:
         self.config = config
         self.name = config.name
         self.app = app
@@ -84,7 +90,7 @@ class ServerHandle:
         return self._thread.is_alive()
 
     def stop(self) -> None:
-        self._server.should_exit = True
+        self._server.request_exit()
         self._thread.join(SHUTDOWN_TIMEOUT_S)
         if self._thread.is_alive():
             self._server.force_exit = True
@@ -127,8 +133,9 @@ def serve(specs: str | ServerConfig | Sequence[str | ServerConfig]) -> Iterator[
             handle.stop()
 
 
-def serve_forever(config: ServerConfig,
-                  on_ready: Callable[[ServerHandle], None] | None = None) -> ServerHandle:
+def serve_forever(
+    config: ServerConfig, on_ready: Callable[[ServerHandle], None] | None = None
+) -> ServerHandle:
     """Serve until SIGINT or SIGTERM reaches the main thread, then stop cleanly.
 
     `on_ready` runs once `/health` answers (the CLI prints the base URL there). Must be
@@ -156,8 +163,9 @@ def serve_forever(config: ServerConfig,
 
 
 def _launch(config: ServerConfig) -> ServerHandle:
-    app = OracleApp(config.environment_class(), max_sessions=config.max_sessions,
-                    faults=config.parsed_faults())
+    app = OracleApp(
+        config.environment_class(), max_sessions=config.max_sessions, faults=config.parsed_faults()
+    )
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -171,10 +179,16 @@ def _launch(config: ServerConfig) -> ServerHandle:
         raise
     port = sock.getsockname()[1]
     uv_config = uvicorn.Config(
-        app, ws=WS_IMPLEMENTATION, ws_max_size=WS_MAX_SIZE,
-        ws_ping_interval=config.ping_interval, ws_ping_timeout=config.ping_timeout,
+        app,
+        ws=WS_IMPLEMENTATION,
+        ws_max_size=WS_MAX_SIZE,
+        ws_ping_interval=config.ping_interval,
+        ws_ping_timeout=config.ping_timeout,
         ws_per_message_deflate=config.per_message_deflate,
-        lifespan="off", log_config=None, log_level="warning", access_log=False,
+        lifespan="off",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
         timeout_graceful_shutdown=2,
     )
     server = _Server(uv_config)
@@ -192,18 +206,35 @@ def _launch(config: ServerConfig) -> ServerHandle:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, noticing `should_exit` within 10 ms instead of 100 ms."""
+    """uvicorn's server, woken by `request_exit()` at once instead of polling for it.
+
+    uvicorn's own loop ticks every 100 ms and notices `should_exit` only then; polling
+    every 10 ms instead cost each idle server 1.5 % of a core (a gate runs 23 of them at
+    once). Here the loop keeps uvicorn's 100 ms tick and waits on an event between ticks,
+    so a stop is still noticed at once and an idle server sleeps.
+    """
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _wake: asyncio.Event | None = None
 
     async def main_loop(self) -> None:
+        self._wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         counter = 0
         should_exit = await self.on_tick(counter)
         while not should_exit:
-            for _ in range(10):
-                await asyncio.sleep(0.01)
-                if self.should_exit:
-                    break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 0.1)
             counter = (counter + 1) % 864000
             should_exit = await self.on_tick(counter)
+
+    def request_exit(self) -> None:
+        """Set `should_exit` and wake the loop (from any thread)."""
+        self.should_exit = True
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already closed
+                loop.call_soon_threadsafe(wake.set)
 
 
 def _wait_ready(handle: ServerHandle) -> None:
@@ -216,8 +247,9 @@ def _wait_ready(handle: ServerHandle) -> None:
     headers = {"Authorization": f"Bearer {token.decode()}"} if token else {}
     while True:
         try:
-            connection = http.client.HTTPConnection(_url_host(handle.config.host), handle.port,
-                                                    timeout=2)
+            connection = http.client.HTTPConnection(
+                _url_host(handle.config.host), handle.port, timeout=2
+            )
             connection.request("GET", "/health", headers=headers)
             if connection.getresponse().status == 200:
                 connection.close()

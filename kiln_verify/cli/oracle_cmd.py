@@ -13,8 +13,6 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from oracle.context import DEFAULT_MAX_SESSIONS
 from oracle.faults import FAULT_NAMES, FaultError, parse_faults
@@ -66,6 +64,9 @@ def list_servers(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
+    from rich.console import Console  # only `list` renders; `serve` starts without rich
+    from rich.table import Table
+
     table = Table(title="kiln-verify oracle servers")
     for column in ("name", "category", "env_name", "action", "task API"):
         table.add_column(column)
@@ -127,7 +128,7 @@ def serve(
     if name not in ALL_SERVERS:
         raise typer.BadParameter(
             f"unknown oracle server {name!r}; run `kiln-verify oracle list` for the names "
-            f"(MCP tool environments: {', '.join(ALL_SERVERS[len(SERVERS):])})",
+            f"(MCP tool environments: {', '.join(ALL_SERVERS[len(SERVERS) :])})",
             param_hint="NAME",
         )
     try:
