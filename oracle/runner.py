@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import http.client
 import logging
 import signal
 import socket
@@ -244,22 +243,42 @@ def _wait_ready(handle: ServerHandle) -> None:
             raise RuntimeError(f"oracle server {handle.name!r} failed to start")
         time.sleep(0.005)
     token = handle.app.ctx.token
-    headers = {"Authorization": f"Bearer {token.decode()}"} if token else {}
+    request = b"GET /health HTTP/1.1\r\nHost: %s:%d\r\n" % (
+        _url_host(handle.config.host).encode("ascii"),
+        handle.port,
+    )
+    if token:
+        request += b"Authorization: Bearer " + token + b"\r\n"
+    request += b"Connection: close\r\n\r\n"
     while True:
-        try:
-            connection = http.client.HTTPConnection(
-                _url_host(handle.config.host), handle.port, timeout=2
-            )
-            connection.request("GET", "/health", headers=headers)
-            if connection.getresponse().status == 200:
-                connection.close()
-                return
-            connection.close()
-        except OSError:
-            pass
+        if _health_answers(handle.config.host, handle.port, request):
+            return
         if time.monotonic() > deadline:
             raise RuntimeError(f"oracle server {handle.name!r} never answered /health")
         time.sleep(0.01)
+
+
+def _health_answers(host: str, port: int, request: bytes) -> bool:
+    """One GET /health over a plain socket: True when the status line says 200.
+
+    A socket rather than `http.client`: that module (with the email parser and, through
+    `getaddrinfo`, the IDNA codec) was imported for this one probe by every server start.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2)
+            probe.connect((host, port))
+            probe.sendall(request)
+            head = b""
+            while b"\r\n" not in head and len(head) < 64:
+                chunk = probe.recv(64)
+                if not chunk:
+                    break
+                head += chunk
+    except OSError:
+        return False
+    return head.split(b"\r\n", 1)[0].split(b" ")[1:2] == [b"200"]
 
 
 def _url_host(host: str) -> str:
