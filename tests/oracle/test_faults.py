@@ -265,6 +265,21 @@ def test_require_bearer_guards_http_and_the_upgrade(
     assert not any(token in line for line in server_logs)
 
 
+def test_a_non_ascii_bearer_token_is_the_utf8_bytes_the_server_compares(
+    start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server compares the variable's UTF-8 bytes; its own readiness probe sends the
+    same bytes, so it becomes ready (a probe that sent latin-1 never did, and one outside
+    latin-1 crashed)."""
+    token = "clé-ключ-\N{KEY}"
+    monkeypatch.setenv("ORACLE_TEST_TOKEN", token)
+    server = start(faults=["require-bearer=ORACLE_TEST_TOKEN"])  # ready: the probe passed
+    sent = b"Bearer " + token.encode("utf-8")
+    health = server.base_url + "/health"
+    assert httpx.get(health, headers={"Authorization": sent}).json() == {"status": "healthy"}
+    assert httpx.get(health, headers={"Authorization": sent[:-1]}).status_code == 401
+
+
 def test_require_bearer_needs_the_variable_at_startup(
     start: Start, monkeypatch: pytest.MonkeyPatch
 ) -> None:
