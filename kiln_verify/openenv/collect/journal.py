@@ -31,6 +31,7 @@ from typing import Any, Final, TypeVar
 from kiln_verify.core import rename
 from kiln_verify.core.digest import Sha256Digest, sha256_bytes
 from kiln_verify.core.jsonio import loads_object
+from kiln_verify.core.publisher import write_all
 from kiln_verify.errors import (
     JournalEntryTampered,
     JournalEntryTruncated,
@@ -282,9 +283,7 @@ class EntryDirectory:
         try:
             fd = os.open(partial, _NEW, 0o600, dir_fd=self._fd)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
