@@ -276,8 +276,8 @@ def test_a_non_ascii_bearer_token_is_the_utf8_bytes_the_server_compares(
     server = start(faults=["require-bearer=ORACLE_TEST_TOKEN"])  # ready: the probe passed
     sent = b"Bearer " + token.encode("utf-8")
     health = server.base_url + "/health"
-    assert httpx.get(health, headers={"Authorization": sent}).json() == {"status": "healthy"}
-    assert httpx.get(health, headers={"Authorization": sent[:-1]}).status_code == 401
+    assert httpx.get(health, headers={b"Authorization": sent}).json() == {"status": "healthy"}
+    assert httpx.get(health, headers={b"Authorization": sent[:-1]}).status_code == 401
 
 
 def test_require_bearer_needs_the_variable_at_startup(
