@@ -24,7 +24,6 @@ anyio locks bound to the task that took them); the collector guarantees it
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from typing import Any, Final
 
 import httpx
@@ -68,16 +67,7 @@ from kiln_verify.openenv.protocol.credentials import (
     read_bearer_token,
     read_guarded,
 )
-
-
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from kiln_verify.openenv.protocol.urls import is_loopback_host, verifies_tls
 
 
 def _check_base_url(base_url: str) -> httpx.URL:
@@ -179,7 +169,7 @@ class OpenAICompatPolicy:
         self._token: BearerToken | None = (
             read_bearer_token(api_key_env, environ) if api_key_env else None
         )
-        if self._token is not None and url.scheme != "https" and not _is_loopback(url.host):
+        if self._token is not None and url.scheme != "https" and not is_loopback_host(url.host):
             raise PolicyConfigInvalid(
                 "refusing to send an API key over plain http to a non-loopback host; use https"
             )
@@ -202,15 +192,13 @@ class OpenAICompatPolicy:
         headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
         if self._token is not None:
             headers.update(self._token.headers())
-        # No TLS context for a plain-http server (redirects are not followed, so no request
-        # ever reaches https): building one loads the CA bundle, ~25 ms of CPU per policy.
         self._client = httpx.AsyncClient(
             follow_redirects=False,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             headers=headers,
             trust_env=False,
             transport=transport,
-            verify=url.scheme == "https",
+            verify=verifies_tls(self._base_url),
         )
 
     def _body(self, request: PolicyRequest) -> dict[str, Any]:
