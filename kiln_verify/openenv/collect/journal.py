@@ -257,15 +257,19 @@ def _write_entry(path: Path, budget: RetainedBudget, name: str, record: Record) 
 class EntryDirectory:
     """A journal directory held open while entries are written into it, each one whole:
     staged, fsynced, renamed without replacing, the directory fsynced. What killed writers
-    left (``.partial`` files) is removed once, when it is opened. A failure removes the
-    staged file; only a killed writer leaves one. System calls only (the GIL is released
-    while they wait): a worker thread may store entries. One descriptor serves a whole
-    run's entries (opening the directory and looking for a leftover for each entry cost
-    a quarter of an entry's CPU)."""
+    left (``.partial`` files) is removed once, when it is opened (``clear=False``: each
+    store removes only the one it would write over). A failure removes the staged file;
+    only a killed writer leaves one. System calls only (the GIL is released while they
+    wait): a worker thread may store entries. One descriptor serves a whole run's entries
+    (opening the directory and looking for a leftover for each entry cost a quarter of an
+    entry's CPU)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, clear: bool = True) -> None:
         self.path = path
         self._fd = _open_dir(path)
+        self._cleared = clear
+        if not clear:
+            return
         try:
             for name in os.listdir(self._fd):
                 if _PARTIAL.fullmatch(name):
@@ -281,6 +285,9 @@ class EntryDirectory:
         """Write one framed entry whole and durable."""
         partial = f".{name}.partial"
         try:
+            if not self._cleared:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(partial, dir_fd=self._fd)  # a killed writer's leftover
             fd = os.open(partial, _NEW, 0o600, dir_fd=self._fd)
             try:
                 write_all(fd, data)
@@ -307,8 +314,10 @@ class EntryDirectory:
 
 
 def store_entry(path: Path, name: str, data: bytes) -> None:
-    """Write one framed entry whole (:meth:`EntryDirectory.store`)."""
-    directory = EntryDirectory(path)
+    """Write one framed entry whole (:meth:`EntryDirectory.store`), removing a killed
+    writer's staged file of that entry first (only that one: a writer appending entry by
+    entry must not list the whole journal for each)."""
+    directory = EntryDirectory(path, clear=False)
     try:
         directory.store(name, data)
     finally:
