@@ -30,6 +30,14 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+# pytester's in-process runs (the plugin's suites) remove every module first imported during
+# the inner run when it ends. httpx imports httpcore lazily, at its first request, and keeps
+# httpcore's exception classes in a module-level table: when that first request happened
+# inside an inner run, the worker's next `import httpcore` made new classes the table no
+# longer matched, and a refused connection escaped as a bare `httpcore.ConnectError` instead
+# of `httpx.ConnectError` (a `kiln-verify openenv runs` test failed after a pytester test on
+# the same worker). Imported here, before any inner run, httpcore is never removed.
+import httpcore  # noqa: F401
 from hypothesis import settings
 
 from pytest_kiln.fixtures import OracleFactory
