@@ -31,6 +31,9 @@ a shared box: contention stretches wall time, and more so where torch's threads 
 Server start-up is reported apart (paid once per server, not per run). Both sides run on
 this machine in this one command, server first.
 
+``--environment URL`` runs both sides against a bandit oracle that is already serving (a
+test's) instead of starting one; the oracle is deterministic, so the runs are the same.
+
     python -m benchmarks.train_run --json
     python -m benchmarks.train_run --quick --model DIR --json
 """
@@ -38,12 +41,14 @@ this machine in this one command, server first.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +99,24 @@ def _compare(server: dict[str, float], hand: dict[str, float | None]) -> dict[st
     }
 
 
-def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def _bandit(url: str | None) -> Iterator[str]:
+    """``url`` (a bandit oracle already serving), or a bandit of our own for the duration."""
+    if url is not None:
+        yield url
+        return
     with running(start_oracle_process("bandit", max_sessions=2)) as bandit:
+        yield bandit.base_url
+
+
+def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    with _bandit(args.environment) as bandit_url:
         start = time.perf_counter()
-        model = args.model or build_model(work / "build", bandit.base_url, args.warm_steps)
+        model = args.model or build_model(work / "build", bandit_url, args.warm_steps)
         built = time.perf_counter() - start
-        server, status = server_run(args, bandit.base_url, model, work / "server")
+        server, status = server_run(args, bandit_url, model, work / "server")
         (work / "hand").mkdir()
-        hand = hand_run(args, bandit.base_url, model, status, work / "hand")
+        hand = hand_run(args, bandit_url, model, status, work / "hand")
     selection = (status.get("training") or {}).get("training_data") or {}
     return {
         "benchmark": "train_run",
@@ -166,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-steps", type=int, default=40, help="warm-start steps")
     parser.add_argument("--quick", action="store_true", help="4 groups of 2, 2 held out")
     parser.add_argument("--model", type=Path, default=None, help="a warm-started model DIR")
+    parser.add_argument(
+        "--environment", default=None, help="a bandit oracle's URL (default: start one)"
+    )
     parser.add_argument("--poll", type=float, default=0.1, help="status poll interval (s)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per run (s)")
     parser.add_argument("--tmpdir", type=Path, default=None, help="where the scratch goes")
