@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Final
 
 from kiln_verify.errors import HfExportInvalid, HfTrainingTemplateUnderivable
@@ -40,6 +40,9 @@ __all__ = [
 GENERATION_OPEN: Final = re.compile(r"\{%-?\s*generation\s*-?%\}")
 GENERATION_CLOSE: Final = re.compile(r"\{%-?\s*endgeneration\s*-?%\}")
 GENERATION_TAGS: Final = re.compile(r"\{%-?\s*(?:end)?generation\s*-?%\}")
+#: Compiled templates kept (least recently used dropped first): an export renders with two
+#: (the inference and the training template), so a few cover any caller alternating models.
+_COMPILED_TEMPLATES: Final = 8
 _START: Final = "\ue000"
 _END: Final = "\ue001"
 
@@ -137,6 +140,14 @@ def _environment() -> Any:
     return env
 
 
+@lru_cache(maxsize=_COMPILED_TEMPLATES)
+def _compiled(template: str) -> Any:
+    """``template`` compiled once: an SFT export renders every row with the same training
+    template, and compiling it (milliseconds for a real chat template) costs far more than
+    rendering one conversation. A template that fails to compile raises again each time."""
+    return _environment().from_string(template)
+
+
 def render(
     template: str,
     messages: Sequence[Any],
@@ -157,7 +168,7 @@ def render(
         ):
             raise ValueError("a message contains U+E000 or U+E001")
     try:
-        compiled = _environment().from_string(template)
+        compiled = _compiled(template)
         raw = compiled.render(
             messages=list(messages), add_generation_prompt=add_generation_prompt, **kwargs
         )
