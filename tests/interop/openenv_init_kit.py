@@ -5,22 +5,17 @@ the template's defaults (``max_concurrent_envs=1``), the environment echoes a ``
 and gives every reset a fresh ``uuid4()`` episode id. It is served the way its README
 says (``uvicorn server.app:app`` from the package directory) through ``serve_app.py``,
 by whichever interpreter owns the OpenEnv release: the suite's own (openenv 0.10.0) or a
-separate virtual environment (``legacy_openenv.py``, openenv-core 0.3.0).
+separate virtual environment (``legacy_openenv.py``, openenv-core 0.3.0). That interpreter
+runs the release's ``openenv init`` first, in the same process (``init_then_serve.py``).
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from benchmarks._common import (
-    PEER_START_TIMEOUT_S,
-    ServerProcess,
-    child_environment,
-    start_server_process,
-)
+from benchmarks._common import PEER_START_TIMEOUT_S, ServerProcess, start_server_process
 
-SERVE_APP = Path(__file__).resolve().parent / "serve_app.py"
+INIT_THEN_SERVE = Path(__file__).resolve().parent / "init_then_serve.py"
 #: `openenv init` imports the whole CLI (gradio included): about 8 s on a busy 2-core box.
 INIT_TIMEOUT_S = 180.0
 
@@ -33,26 +28,31 @@ def openenv_script(python: Path) -> Path:
     return script
 
 
-def generate(python: Path, name: str, output_dir: Path) -> Path:
-    """``openenv init NAME --output-dir OUTPUT_DIR``; the generated package's directory.
+def generate_and_serve(
+    python: Path, name: str, output_dir: Path, *, label: str
+) -> tuple[Path, ServerProcess]:
+    """``openenv init NAME --output-dir OUTPUT_DIR``, then ``server.app:app`` of the generated
+    package on a free loopback port; the package's directory and its server.
 
-    The template's files are checked for what the tests rely on, so a template that
-    changes shape fails here with its own message rather than somewhere downstream.
+    One child of ``python`` does both (``init_then_serve.py``: the release's CLI and its
+    server import the same ``openenv.core.env_server``, paid once). It exits with this
+    process (its stdin is a pipe from here). A failed ``openenv init`` fails the start
+    with its output in the message; the template's ``server/app.py`` is checked again here,
+    so a template that changes shape fails with its own message rather than downstream.
     """
-    command = [str(openenv_script(python)), "init", name, "--output-dir", str(output_dir)]
-    process = subprocess.run(command, capture_output=True, text=True, timeout=INIT_TIMEOUT_S,
-                             env=child_environment(), cwd=output_dir, check=False)
+    argv = [
+        str(python),
+        str(INIT_THEN_SERVE),
+        str(openenv_script(python)),
+        name,
+        str(output_dir),
+        "--exit-on-stdin-eof",
+    ]
+    server = start_server_process(
+        argv, label=label, timeout_s=INIT_TIMEOUT_S + PEER_START_TIMEOUT_S, keep_stdin_open=True
+    )
     package = output_dir / name
-    app = package / "server" / "app.py"
-    if process.returncode != 0 or not app.is_file():
-        raise RuntimeError(f"openenv init {name} failed ({process.returncode}):\n"
-                           f"{process.stdout[-3000:]}\n{process.stderr[-3000:]}")
-    return package
-
-
-def serve(python: Path, package: Path, *, label: str) -> ServerProcess:
-    """``server.app:app`` of a generated package on a free loopback port, in a child of
-    ``python`` that exits with this process (its stdin is a pipe from here)."""
-    argv = [str(python), str(SERVE_APP), "--exit-on-stdin-eof", str(package), "server.app:app"]
-    return start_server_process(argv, label=label, timeout_s=PEER_START_TIMEOUT_S,
-                                keep_stdin_open=True)
+    if not (package / "server" / "app.py").is_file():  # checked there too
+        server.stop()
+        raise RuntimeError(f"openenv init {name} generated no {package}/server/app.py")
+    return package, server

@@ -40,7 +40,7 @@ from tests.interop.cli_pipeline import (
     inspect_collect_verify_replay,
 )
 from tests.interop.legacy_openenv import openenv_core_030, python_of
-from tests.interop.openenv_init_kit import generate, serve
+from tests.interop.openenv_init_kit import generate_and_serve
 from tests.openenv.protocol.oekit import canonical_sha256
 
 #: Every template lacks MCP tools and never ends an episode.
@@ -174,8 +174,8 @@ def served(request: pytest.FixtureRequest,
     if peer.requires is not None:
         pytest.importorskip(peer.requires)
     python = peer.python()
-    package = generate(python, peer.name, tmp_path_factory.mktemp(peer.id))
-    server = serve(python, package, label=peer.id)
+    package, server = generate_and_serve(python, peer.name, tmp_path_factory.mktemp(peer.id),
+                                         label=peer.id)
     try:
         yield Served(peer, python, package, server.base_url)
     finally:
