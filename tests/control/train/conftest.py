@@ -8,6 +8,7 @@ nothing). The server runs in a thread of this process over real sockets, once pe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,33 @@ from kiln_verify.control.config import ServerConfig
 from kiln_verify.server.runner import ServerHandle
 from oracle.runner import ServerHandle as OracleHandle
 from tests import models
-from tests.control.support import client_of, resident_config, running
+from tests.control.support import TERMINAL, client_of, resident_config, running
 
 OUTPUT = "bandit-grpo.v1"
+
+#: How often a train test asks for its run's status. A train run takes 10-30 s (collection,
+#: a trainer child importing torch, an evaluation), and each ask is a request this process
+#: both sends and serves (~1 ms of CPU, measured on a rollout's status):
+#: ``tests.control.support.wait_terminal``'s 20 ms poll asked up to ~50 times a second.
+POLL_S = 0.25
+
+
+def wait_terminal(http: httpx.Client, run_id: str, timeout: float = 600.0) -> dict[str, Any]:
+    """The run's terminal status (``tests.control.support.wait_terminal`` at ``POLL_S``)."""
+    return wait_state(http, run_id, TERMINAL, timeout)
+
+
+def wait_state(
+    http: httpx.Client, run_id: str, states: frozenset[str], timeout: float = 300.0
+) -> dict[str, Any]:
+    """The run's status once its state is one of ``states``; fails after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status: dict[str, Any] = http.get(f"/v1/openenv/runs/{run_id}").json()
+        if status["state"] in states:
+            return status
+        assert time.monotonic() < deadline, f"run {run_id} stuck in {status['state']}"
+        time.sleep(POLL_S)
 
 
 def train_request(bandit_url: str, **fields: Any) -> dict[str, Any]:

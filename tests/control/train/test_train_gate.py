@@ -30,10 +30,10 @@ from kiln_verify.control_client.client import ControlClient
 from kiln_verify.control_client.download_run import download_run
 from kiln_verify.openenv.runcheck.engine import verify_run
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import small_request, wait_terminal
+from tests.control.support import small_request
 from tests.openenv.records.kiln_published import differences
 
-from .conftest import train_request
+from .conftest import train_request, wait_terminal
 
 GATED = "gated.v1"
 BEHAVIOUR = "behaviour.v1"

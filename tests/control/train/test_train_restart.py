@@ -25,9 +25,8 @@ from kiln_verify.control.sections.model import ModelSettings
 from kiln_verify.server.runner import start_in_thread
 from kiln_verify.testing.serve import ServeProcess
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import wait_terminal
 
-from .conftest import OUTPUT, train_request
+from .conftest import OUTPUT, train_request, wait_state, wait_terminal
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -57,9 +56,7 @@ def test_sigkill_during_training_fails_the_run_on_restart(
             assert created.status_code == 202, created.text
             run_id = created.json()["run_id"]
             deadline = time.monotonic() + 300
-            while http.get(f"/v1/openenv/runs/{run_id}").json()["state"] != "training_running":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_state(http, run_id, frozenset({"training_running"}))
         run_dir = next(state.glob(f"**/{run_id}"))
         # the state changes when the child is spawned; its exec of train.py comes just after
         while not _trainers(run_dir):
@@ -112,12 +109,7 @@ def test_a_queued_train_run_resumes_with_its_sealed_contract(
             body = train_request(bandit.base_url, output_adapter="queued-1")
             second = http.post("/v1/openenv/runs", json=body).json()
             assert second["state"] == "queued"
-            deadline = time.monotonic() + 300
-            while http.get(f"/v1/openenv/runs/{first['run_id']}").json()["state"] != (
-                "training_running"
-            ):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_state(http, first["run_id"], frozenset({"training_running"}))
     finally:
         handle.stop()
 

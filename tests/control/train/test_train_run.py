@@ -34,10 +34,9 @@ from kiln_verify.openenv.training.chain import check_training_chain
 from kiln_verify.openenv.training.lineage import read_training_data
 from kiln_verify.openenv.training.selection import select_for_training
 from oracle.runner import ServerHandle as OracleHandle
-from tests.control.support import wait_terminal
 from tests.openenv.records.kiln_published import differences
 
-from .conftest import OUTPUT, train_request
+from .conftest import OUTPUT, train_request, wait_state, wait_terminal
 
 BUNDLE = ["dataset", "replay", "summary"]
 
@@ -224,9 +223,7 @@ def test_cancelling_during_training_stops_the_trainer(
     _fake_interpreter(monkeypatch, tmp_path, "python", f"exec sleep {marker}")
     run_id = _start(http, train_request(bandit.base_url, output_adapter="cancelled"))
     deadline = time.monotonic() + 300
-    while http.get(f"/v1/openenv/runs/{run_id}").json()["state"] != "training_running":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_state(http, run_id, frozenset({"training_running"}))
     # the state changes when the child is spawned; its exec of the trainer comes just after
     while not _running(f"sleep\0{marker}"):
         assert time.monotonic() < deadline, "the trainer child never started"
