@@ -196,7 +196,9 @@ def _stop_session(sid: int) -> None:
 @pytest.fixture
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Ray head started by ``ray start --head`` (2 CPUs) in a session of its own, the
-    token variable in its environment; its address. Stopped by session, even on failure."""
+    token variable in its environment; its address. Stopped by session, even on failure.
+    Without a log monitor (a Python process, ~0.5 s of CPU): it only streams worker logs
+    to drivers that ask for them, and the executor's drivers never do (``log_to_driver``)."""
     ray_cli = Path(sys.executable).with_name("ray")
     temp = Path(tempfile.mkdtemp(prefix="kr-", dir="/tmp"))  # Ray's socket paths stay short
     port = _free_port()
@@ -204,7 +206,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command = [str(ray_cli), "start", "--head", "--num-cpus", "2", "--port", str(port)]
     command += ["--node-ip-address", "127.0.0.1", "--include-dashboard", "false"]
     command += ["--dashboard-agent-listen-port", str(_free_port()), "--disable-usage-stats"]
-    command += ["--temp-dir", str(temp)]
+    command += ["--temp-dir", str(temp), "--include-log-monitor", "false"]
     log = tmp_path_factory.mktemp("ray-head") / "start.log"
     with log.open("wb") as out:
         head = subprocess.Popen(command, env=env, stdout=out, stderr=out, start_new_session=True)
