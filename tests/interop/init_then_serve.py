@@ -8,7 +8,10 @@ its shebang would run it (``runpy``, the same arguments, its directory heading
 ``sys.path``, the output directory as working directory); once it has exited 0 and
 ``server/app.py`` exists, ``serve_app.py`` runs exactly as it does as a script
 (``uvicorn server.app:app`` from the package directory, gradio included, the base URL
-printed once it listens). Nothing the generated package serves changes.
+printed once it listens). What ``openenv init`` leaves in the process is modules of its
+CLI (openai, fastmcp, requests ...: all installed either way) and urllib3's warning
+filters and library loggers; the environment, signal handlers and root logger are as they were,
+and nothing the generated package serves changes (the tests pin its every verdict).
 
 It imports only the standard library, so any interpreter can run it by path:
 
