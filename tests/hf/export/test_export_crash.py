@@ -29,6 +29,10 @@ from kiln_verify.hf.verify import verify_hf_path
 from tests.core.crashkit import calibrate, run_child, spawn
 
 NAME = "crash_01"
+# The export imports jinja2 and tokenizers lazily, before its first file-system step. As
+# top-level imports of the script, crashkit's zygote loads them once instead of every forked
+# child loading them again (the step counts are the same); placed after "go", a fresh
+# interpreter (the random kills) still loads them inside the window it is killed in.
 CHILD = r"""
 import sys
 from kiln_verify.core.publisher import journal as publish_journal
@@ -40,6 +44,7 @@ def journal(*args):
 publish_journal.write = journal
 model, data, output = sys.argv[1:4]
 print("go", flush=True)
+import jinja2.ext, jinja2.sandbox, tokenizers
 export_sft(ExportSource(model=model), dataset=data, name="crash_01", output=output)
 """
 TARGETS = {NAME + ".kiln-hf", NAME + ".kiln-hf.tar.gz"}
