@@ -252,6 +252,11 @@ MAX_COMPILED_ACTION_SCHEMAS: Final = 16
 """Distinct action schemas whose compiled validator a process keeps (re-inspections of an
 unchanged environment reuse it instead of compiling again)."""
 
+MAX_COMPILED_CHAT_TEMPLATES: Final = 8
+"""Distinct chat templates a process keeps compiled (least recently used dropped first): an
+export renders every row with the same two (the inference and the training template), so a
+few cover any caller alternating models."""
+
 MAX_ACTION_CHECK_CACHE_ENTRIES: Final = 1024
 """Distinct model actions whose schema verdict the collector remembers per environment."""
 

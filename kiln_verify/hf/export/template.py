@@ -27,6 +27,7 @@ from functools import cache, lru_cache
 from typing import Any, Final
 
 from kiln_verify.errors import HfExportInvalid, HfTrainingTemplateUnderivable
+from kiln_verify.limits import MAX_COMPILED_CHAT_TEMPLATES
 
 __all__ = [
     "GENERATION_TAGS",
@@ -40,9 +41,6 @@ __all__ = [
 GENERATION_OPEN: Final = re.compile(r"\{%-?\s*generation\s*-?%\}")
 GENERATION_CLOSE: Final = re.compile(r"\{%-?\s*endgeneration\s*-?%\}")
 GENERATION_TAGS: Final = re.compile(r"\{%-?\s*(?:end)?generation\s*-?%\}")
-#: Compiled templates kept (least recently used dropped first): an export renders with two
-#: (the inference and the training template), so a few cover any caller alternating models.
-_COMPILED_TEMPLATES: Final = 8
 _START: Final = "\ue000"
 _END: Final = "\ue001"
 
@@ -140,7 +138,7 @@ def _environment() -> Any:
     return env
 
 
-@lru_cache(maxsize=_COMPILED_TEMPLATES)
+@lru_cache(maxsize=MAX_COMPILED_CHAT_TEMPLATES)
 def _compiled(template: str) -> Any:
     """``template`` compiled once: an SFT export renders every row with the same training
     template, and compiling it (milliseconds for a real chat template) costs far more than

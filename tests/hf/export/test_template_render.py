@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kiln_verify.hf.export.template import _COMPILED_TEMPLATES, Rendered, _environment, render
+from kiln_verify.hf.export.template import Rendered, _environment, render
+from kiln_verify.limits import MAX_COMPILED_CHAT_TEMPLATES
 
 TRAINING = (
     "{%- for message in messages -%}{%- if message['role'] == 'assistant' -%}"
@@ -35,7 +36,7 @@ def test_a_broken_template_fails_on_every_call() -> None:
 
 def test_more_templates_than_the_cache_holds_each_render_as_themselves() -> None:
     templates = [f"{number}:{{{{ messages[0]['content'] }}}}" for number in range(3)]
-    templates += [f"t{number}" for number in range(_COMPILED_TEMPLATES)]
+    templates += [f"t{number}" for number in range(MAX_COMPILED_CHAT_TEMPLATES)]
     for _ in range(2):
         for template in templates:
             want = template.replace("{{ messages[0]['content'] }}", "two plus two")
