@@ -164,6 +164,7 @@ def test_an_http_import_installs_what_the_local_import_installs(
     tmp_path: Path,
 ) -> None:
     model, bundle = completed
+    before = disk(config)  # other tests of this module's server may have installed theirs
     body = envelope(archives, bundle, "sft-http.v1")
     answer = http.post(ROUTE + "sft-http.v1", content=body, headers=GZIP)
     assert answer.status_code == 201, answer.text
@@ -179,8 +180,10 @@ def test_an_http_import_installs_what_the_local_import_installs(
     installed = adapters_root(config) / "sft-http.v1"
     for file in INSTALLED_FILES:
         assert (installed / file).read_bytes() == (local.directory / file).read_bytes(), file
-    assert disk(config) == ["sft-http.v1"]  # no staging left
-    (entry,) = http.get("/v1/adapters").json()["available"]
+    assert disk(config) == sorted([*before, "sft-http.v1"])  # no staging left
+    (entry,) = [
+        e for e in http.get("/v1/adapters").json()["available"] if e["name"] == "sft-http.v1"
+    ]
     assert (entry["name"], entry["status"], entry["error"]) == ("sft-http.v1", "available", None)
 
     # the same name again: adapter_already_exists, the installed bytes untouched

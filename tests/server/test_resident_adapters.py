@@ -122,8 +122,15 @@ def on_disk(config: ServerConfig) -> list[str]:
 
 
 def test_an_empty_set_then_a_verified_install(
-    http: httpx.Client, config: ServerConfig, completed: tuple[Path, Path]
+    completed: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    # A server of its own: the module's server holds whatever the other tests installed.
+    config = resident_config(tmp_path / "state", completed[0])
+    with running(config) as server, client_of(server) as http:
+        _empty_then_installed(http, config, completed[1])
+
+
+def _empty_then_installed(http: httpx.Client, config: ServerConfig, bundle: Path) -> None:
     empty = listing(http)
     assert empty["available"] == []
     assert empty["loaded_adapters"] == []
@@ -131,7 +138,7 @@ def test_an_empty_set_then_a_verified_install(
     assert empty["active_adapter"] is None
     assert empty["loaded_adapter_identity"] is None
 
-    outcome = install_adapter(config, bundle=completed[1], name=NAME)
+    outcome = install_adapter(config, bundle=bundle, name=NAME)
     assert outcome.directory == adapters_root(config) / NAME
     (entry,) = listing(http)["available"]
     assert entry["name"] == NAME
@@ -157,8 +164,9 @@ def test_an_empty_set_then_a_verified_install(
 
 
 def test_a_duplicate_a_hostile_name_and_a_tampered_adapter_write_nothing(
-    config: ServerConfig, completed: tuple[Path, Path], tmp_path: Path
+    server: ServerHandle, config: ServerConfig, completed: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    # installs go to a serving server's state directory, which the server creates
     install_adapter_once(config, completed[1])
     before = on_disk(config)
     installed = (adapters_root(config) / NAME / "adapter_model.safetensors").read_bytes()
@@ -235,7 +243,8 @@ def test_a_run_plays_the_installed_adapter(
     assert tuned_policy["adapter"] == {"name": NAME, "content_sha256": "sha256:" + revision}
     answer = listing(http)
     assert answer["loaded_adapters"] == [NAME]
-    assert answer["available"][0]["status"] == "loaded"
+    (entry,) = [e for e in answer["available"] if e["name"] == NAME]
+    assert entry["status"] == "loaded"
 
     # The policies the runs used share one model; each samples from exactly its weights:
     # the adapter's equal a policy built on its own over the installed directory, and
