@@ -73,13 +73,24 @@ def small_request(environment_url: str, **fields: Any) -> dict[str, Any]:
 
 
 def wait_terminal(http: httpx.Client, run_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    return wait_state(http, run_id, TERMINAL, timeout)
+
+
+def wait_state(
+    http: httpx.Client,
+    run_id: str,
+    states: frozenset[str],
+    timeout: float = 60.0,
+    poll: float = 0.02,
+) -> dict[str, Any]:
+    """The run's status once its state is one of ``states``; fails after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:
         status: dict[str, Any] = http.get(f"/v1/openenv/runs/{run_id}").json()
-        if status["state"] in TERMINAL:
+        if status["state"] in states:
             return status
         assert time.monotonic() < deadline, f"run {run_id} stuck in {status['state']}"
-        time.sleep(0.02)
+        time.sleep(poll)
 
 
 def run_to_end(http: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:

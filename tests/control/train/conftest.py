@@ -8,7 +8,6 @@ nothing). The server runs in a thread of this process over real sockets, once pe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from kiln_verify.control.config import ServerConfig
 from kiln_verify.server.runner import ServerHandle
 from oracle.runner import ServerHandle as OracleHandle
 from tests import models
+from tests.control import support
 from tests.control.support import TERMINAL, client_of, resident_config, running
 
 OUTPUT = "bandit-grpo.v1"
@@ -43,14 +43,8 @@ def wait_terminal(http: httpx.Client, run_id: str, timeout: float = 600.0) -> di
 def wait_state(
     http: httpx.Client, run_id: str, states: frozenset[str], timeout: float = 300.0
 ) -> dict[str, Any]:
-    """The run's status once its state is one of ``states``; fails after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status: dict[str, Any] = http.get(f"/v1/openenv/runs/{run_id}").json()
-        if status["state"] in states:
-            return status
-        assert time.monotonic() < deadline, f"run {run_id} stuck in {status['state']}"
-        time.sleep(POLL_S)
+    """``tests.control.support.wait_state`` at ``POLL_S``."""
+    return support.wait_state(http, run_id, states, timeout, poll=POLL_S)
 
 
 def train_request(bandit_url: str, **fields: Any) -> dict[str, Any]:
