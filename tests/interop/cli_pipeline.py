@@ -71,25 +71,11 @@ class CliRun:
         )
 
 
-def kiln(*args: str, cwd: Path, timeout: float = COMMAND_TIMEOUT_S) -> CliRun:
-    """One command in a process of its own, from a fresh interpreter (what
-    :meth:`Forkserver.kiln` gives too, at a fifth of a cheap command's CPU)."""
-    command = [sys.executable, "-c", "from kiln_verify.cli import main; main()", *args]
-    process = subprocess.run(
-        command,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=child_environment(),
-        check=False,
-    )
-    return CliRun(tuple(args), process.returncode, process.stdout, process.stderr)
-
-
 class Forkserver:
     """``cli_forkserver.py`` in ``cwd``: :meth:`kiln` runs one command in a process forked
-    from it, with what :func:`kiln` gives (exit code, stdout, stderr, files in ``cwd``)."""
+    from it, with what ``python -c "from kiln_verify.cli import main; main()" ARGS`` in
+    ``cwd`` gives (exit code, stdout, stderr, files in ``cwd``) at a fifth of a cheap
+    command's CPU."""
 
     def __init__(self, cwd: Path, preload: Sequence[str] = PRELOAD) -> None:
         self._scratch = tempfile.TemporaryDirectory(prefix="kiln-forkserver-")
