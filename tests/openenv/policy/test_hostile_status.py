@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -35,16 +36,16 @@ from kiln_verify.limits import MAX_PEER_REASON_CHARS, MAX_POLICY_ERROR_BODY_BYTE
 from oracle.runner import ServerHandle, start_server
 from tests.openenv.policy.openai_stub import act_once, openai_rollout_args, serve
 from tests.openenv.protocol.hostile_peer import (
-    TOKEN_ALPHABET,
     decodes_to_token,
     escaped_spellings,
     every_log_record,
     json_body,
+    secret_tokens,
 )
 
 VARIABLE = "KILN_REFUSING_API_KEY"
 STATUSES = (400, 422, 500, 503)
-tokens = st.text(TOKEN_ALPHABET, min_size=12, max_size=48)
+tokens = secret_tokens(Path(__file__).read_text(encoding="utf-8"))
 SLOW_FIXTURE = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 PROMPT_TOO_LONG = (
     "The prompt has 1248 tokens, but the model takes at most 512, prompt and answer "

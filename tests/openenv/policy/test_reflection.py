@@ -29,15 +29,15 @@ from kiln_verify.errors import CredentialReflected
 from oracle.runner import ServerHandle, start_server
 from tests.openenv.policy.openai_stub import act_once, openai_rollout_args, serve
 from tests.openenv.protocol.hostile_peer import (
-    TOKEN_ALPHABET,
     decodes_to_token,
     every_log_record,
     inject,
     injections,
+    secret_tokens,
 )
 
 VARIABLE = "KILN_HOSTILE_API_KEY"
-tokens = st.text(TOKEN_ALPHABET, min_size=12, max_size=48)
+tokens = secret_tokens(Path(__file__).read_text(encoding="utf-8"))
 
 
 def _message(**fields: Any) -> dict[str, Any]:

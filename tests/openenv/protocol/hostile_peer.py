@@ -16,6 +16,7 @@ in any spelling that decodes to it (raw, JSON or Python escapes, percent-encodin
 from __future__ import annotations
 
 import dataclasses
+import functools
 import http.client
 import json
 import logging
@@ -25,6 +26,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -42,6 +44,33 @@ Send = Callable[[Message], Awaitable[None]]
 PLACEHOLDER = "kiln-hostile-placeholder-5c1e"
 TOKEN_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/="
 """Characters of the tokens sent over the wire (RFC 6750 b64token, so ``/`` is in it)."""
+_PROJECT = Path(__file__).resolve().parents[3]
+
+
+@functools.cache
+def _product_source() -> str:
+    """The source text of ``kiln_verify`` and ``oracle``: every word either can print."""
+    files = sorted((_PROJECT / "kiln_verify").rglob("*.py")) + sorted(
+        (_PROJECT / "oracle").rglob("*.py")
+    )
+    return "\n".join(path.read_text(encoding="utf-8") for path in files)
+
+
+def keepable(token: str, *public: str) -> bool:
+    """Whether ``token`` is no piece of the product's own wording nor of ``public``.
+    Hypothesis also draws the project's string literals, and a key that is a piece of an
+    error code (``credential_r`` of ``credential_reflected``) is in every refusal without
+    ever having been echoed: no tool can keep such a key out of its output, so it is no
+    test of reflection."""
+    return all(token not in words for words in (_product_source(), *public))
+
+
+def secret_tokens(*public: str) -> st.SearchStrategy[str]:
+    """Tokens of 12-48 characters of :data:`TOKEN_ALPHABET` that are :func:`keepable`
+    (``public``: the calling module's source, with its variable names and fixed replies)."""
+    return st.text(TOKEN_ALPHABET, min_size=12, max_size=48).filter(
+        lambda token: keepable(token, *public)
+    )
 
 
 # --- spellings ------------------------------------------------------------------------------

@@ -28,13 +28,14 @@ from kiln_verify.errors import KilnError
 from kiln_verify.openenv.protocol.client import OpenEnvClient
 from tests.openenv.protocol.hostile_peer import (
     HTTP_TARGETS,
-    TOKEN_ALPHABET,
     HostileServer,
     decodes_to_token,
     every_log_record,
     hostile_server,
     inject,
     injections,
+    keepable,
+    secret_tokens,
 )
 
 VARIABLE = "KILN_HOSTILE_TOKEN"
@@ -44,7 +45,7 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-tokens = st.text(TOKEN_ALPHABET, min_size=12, max_size=48)
+tokens = secret_tokens(Path(__file__).read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,15 @@ def _refused(server: HostileServer, target: str, args: list[str], out: Path, dat
 
 
 ROLLOUT_TARGETS = (*HTTP_TARGETS.values(), "reset", "step", "state", "error")
+
+
+def test_a_token_that_is_a_piece_of_fixed_wording_is_not_drawn() -> None:
+    """A key inside an error code or this module's variable name would be "found" in a
+    refusal that never echoed it: such tokens are no test of reflection."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    assert not keepable("credential_r")  # of the error code credential_reflected
+    assert not keepable("HOSTILE_TOKEN", source)  # of this module's variable
+    assert keepable("Zq9" + "-not-a-word" * 2, source)  # written nowhere whole
 
 
 @pytest.mark.parametrize("target", ROLLOUT_TARGETS)
