@@ -8,6 +8,7 @@ tests use (``start("bandit", faults=[...], max_sessions=1, port=...)``).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -65,6 +66,15 @@ __all__ = ["behaviour_urls"]
 # so the suite's profile has no deadline; example counts and derandomization stay as set.
 settings.register_profile("kiln-suite", deadline=None)
 settings.load_profile("kiln-suite")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collection imported torch, transformers, PEFT and TRL (``importorskip``): hundreds of
+    thousands of objects that live as long as the worker. Frozen, they leave the cyclic
+    collector's reach, so each full collection walks only what the tests allocated since,
+    about half of a worker's gen-2 collection time (docs/performance.md)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)
