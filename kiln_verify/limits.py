@@ -351,7 +351,8 @@ the whole point of the message, and three 80-column lines hold it."""
 MAX_SECRET_SPELLING_LAYERS: Final = 3
 """Layers of encoding (JSON or Python backslash escapes, percent-encoding, in any order) a
 peer text about to be quoted is decoded through when looking for a credential in it; a
-reader undoes one or two by eye, and each layer doubles the work on a bounded text."""
+reader undoes one or two by eye, and each layer reads every text of the one before four ways
+(every escape, JSON's alone, Python's hex escapes alone, percent-encoding) on a bounded text."""
 
 MAX_POLICY_SCRIPT_BYTES: Final = 16 * MiB
 """A scripted policy's JSON script file."""

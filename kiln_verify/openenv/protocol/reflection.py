@@ -36,8 +36,9 @@ credential anyone issues, and the raw check still covers the number as the peer 
 "may this peer text be *shown*" (a policy server's refusal reason quoted in an error). A
 person undoes more than JSON: Python escapes (``\\x73``), percent-encoding, base64 (a
 server that echoes an ``Authorization: Basic`` header). So the text is decoded through up
-to ``MAX_SECRET_SPELLING_LAYERS`` layers of escapes and percent-encoding, in any order, and
-every layer is searched for the secret and for its base64 cores (:func:`base64_cores`).
+to ``MAX_SECRET_SPELLING_LAYERS`` layers of escapes and percent-encoding, in any order (each
+layer read with every escape undone, with JSON's alone and with Python's hex escapes alone),
+and every layer is searched for the secret and for its base64 cores (:func:`base64_cores`).
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ def reflected_in_literals(text: bytes | str, secret: str) -> bool:
 _ANY_ESCAPE: Final = re.compile(
     r"\\(?:u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[0-7]{1,3}|[\"\\/'abfnrtv])"
 )
+# Python's hex escapes alone: \xXX, \uXXXX, \UXXXXXXXX.
+_HEX_ESCAPE: Final = re.compile(r"\\(?:u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2})")
 _LETTER: Final = {**_SIMPLE, "'": "'", "a": "\a", "v": "\v"}
 _MIN_BASE64_CORE: Final = 8
 
@@ -170,6 +173,28 @@ def unescape_leniently(text: str) -> str:
     return decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
+def _unescape_hex(text: str) -> str:
+    """``text`` with only its hex escapes decoded, every other backslash kept as it is."""
+    if "\\" not in text:
+        return text
+    decoded = _HEX_ESCAPE.sub(_one_escape, text)
+    return decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def _readings(text: str) -> tuple[str, ...]:
+    """What one layer of decoding can make of ``text``: every escape at once, JSON's
+    escapes alone, Python's hex escapes alone, percent-encoding. A reader who undoes only
+    one kind reads the others as plain characters, and the kinds overlap: in ``\\0\\x30``
+    decoding every escape reads an octal ``\\0`` that swallows the ``0`` a reader of hex
+    escapes alone sees beside the ``\\x30``."""
+    return (
+        unescape_leniently(text),
+        _unescape(text) if "\\" in text else text,
+        _unescape_hex(text),
+        unquote(text, errors="replace"),
+    )
+
+
 def base64_cores(secret: str) -> tuple[str, ...]:
     """The base64 (and base64url) characters that any base64 text containing ``secret``
     must contain, for each of its three possible byte alignments: the characters whose six
@@ -190,7 +215,8 @@ def base64_cores(secret: str) -> tuple[str, ...]:
 
 def spelled_in(text: str, secret: str, cores: tuple[str, ...] = ()) -> bool:
     """Whether ``text`` holds ``secret`` raw or as one of ``cores``, directly or behind up
-    to ``MAX_SECRET_SPELLING_LAYERS`` layers of backslash escapes and percent-encoding."""
+    to ``MAX_SECRET_SPELLING_LAYERS`` layers of backslash escapes and percent-encoding
+    (each layer read every way :func:`_readings` knows)."""
     frontier = {text}
     seen: set[str] = set()
     for depth in range(MAX_SECRET_SPELLING_LAYERS + 1):
@@ -200,6 +226,6 @@ def spelled_in(text: str, secret: str, cores: tuple[str, ...] = ()) -> bool:
             if secret in item or any(core in item for core in cores):
                 return True
             if depth < MAX_SECRET_SPELLING_LAYERS:
-                following.update((unescape_leniently(item), unquote(item, errors="replace")))
+                following.update(_readings(item))
         frontier = following
     return False

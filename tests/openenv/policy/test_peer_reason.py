@@ -138,6 +138,26 @@ def test_a_spelling_that_cannot_be_cut_out_withholds_the_whole_text(spelled: str
     )
 
 
+@pytest.mark.parametrize(
+    ("token", "spelled"),
+    [
+        ("0123456789abcdef", "\\0\\x31" + "23456789abcdef"),  # an octal \0, or a "0"
+        ("nabcdef012345678", "\\n\\x61" + "bcdef012345678"),  # a newline, or an "n"
+        ("0/abcdef01234567", "\\0\\/" + "abcdef01234567"),  # JSON's \/ with an octal \0
+    ],
+)
+def test_a_backslash_before_the_key_hides_it_from_no_reader(token: str, spelled: str) -> None:
+    """Decoding every escape at once, ``\\0`` (or ``\\n``) swallows the key's first
+    character; a reader who undoes only hex escapes, or only JSON's, reads that backslash as
+    a plain character and the key whole (hypothesis found the first case:
+    ``test_hostile_status.py``)."""
+    bearer = BearerToken(token, "KILN_KEY")
+    body = f"refused: key {spelled} is not valid".encode()
+    reason = read_peer_reason(body, content_type="text/plain", complete=True, token=bearer)
+    assert reason.form == "withheld"
+    assert token not in reason.render()
+
+
 def test_html_entities_cannot_smuggle_the_key() -> None:
     spelled = "".join(f"&#x{ord(char):x};" for char in TOKEN)
     reason = _read(f"<html><title>key {spelled}</title></html>".encode())
