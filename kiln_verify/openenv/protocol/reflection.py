@@ -164,21 +164,19 @@ def _one_escape(match: re.Match[str]) -> str:
     return chr(code) if code <= 0x10FFFF else text
 
 
+def _decoded(escapes: re.Pattern[str], text: str) -> str:
+    """``text`` with the escapes ``escapes`` matches decoded (a surrogate pair becomes its
+    character); every other backslash, and anything malformed, is kept as it is."""
+    if "\\" not in text:
+        return text
+    decoded = escapes.sub(_one_escape, text)
+    return decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
 def unescape_leniently(text: str) -> str:
     """``text`` with every JSON or Python backslash escape decoded (a surrogate pair becomes
     its character); anything malformed is kept as it is."""
-    if "\\" not in text:
-        return text
-    decoded = _ANY_ESCAPE.sub(_one_escape, text)
-    return decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
-
-def _unescape_hex(text: str) -> str:
-    """``text`` with only its hex escapes decoded, every other backslash kept as it is."""
-    if "\\" not in text:
-        return text
-    decoded = _HEX_ESCAPE.sub(_one_escape, text)
-    return decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return _decoded(_ANY_ESCAPE, text)
 
 
 def _readings(text: str) -> tuple[str, ...]:
@@ -190,7 +188,7 @@ def _readings(text: str) -> tuple[str, ...]:
     return (
         unescape_leniently(text),
         _unescape(text) if "\\" in text else text,
-        _unescape_hex(text),
+        _decoded(_HEX_ESCAPE, text),
         unquote(text, errors="replace"),
     )
 
