@@ -1,7 +1,7 @@
 """The test suite's wall time against another checkout's suite, in the same hour.
 
 The development VM's speed swings by up to a factor of two within an hour (a fixed loop of
-pure Python, json and sha256 took 0.87 to 1.88 s on one day), so one whole-suite time says as
+pure Python, json and sha256 took 0.87 to 2.02 s on one day), so one whole-suite time says as
 much about the hour as about the suite. This benchmark runs two suites alternately, the
 baseline's and the candidate's (B C C B B C ...), and reports their times side by side, the
 ratio of their means and medians, their CPU (user + system of pytest and of every process it
@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import re
-import resource
 import shlex
 import statistics
 import subprocess
@@ -41,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks._common import children_cpu  # noqa: E402
 
 #: The suite summary's counts (pytest's last line: "4291 passed, 11 skipped, ... in 410.44s").
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|deselected)\b")
@@ -86,15 +89,10 @@ def calibrate() -> float:
     return time.process_time() - start
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _environment() -> dict[str, str]:
     """The caller's environment without pytest's own markers (this may run inside a test)
     and with bytecode kept, as ``scripts/check.sh`` keeps it."""
-    drop = ("PYTEST_", "PYTHONDONTWRITEBYTECODE", "COV_CORE_")
+    drop = ("PYTEST_", "PYTHONDONTWRITEBYTECODE")
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
@@ -112,10 +110,10 @@ def run_suite(side: Side, extra: Sequence[str], log: Path) -> Run:
     before = calibrate()
     command = [str(side.python), "-m", "pytest", *side.pytest_args, *extra]
     with log.open("wb") as out:
-        start, cpu = time.perf_counter(), _children_cpu()
+        start, cpu = time.perf_counter(), children_cpu()
         exit_code = subprocess.run(command, cwd=side.root, env=_environment(), stdout=out,
                                    stderr=subprocess.STDOUT, check=False).returncode
-        wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
+        wall, cpu = time.perf_counter() - start, children_cpu() - cpu
     after = calibrate()
     lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     summary = next((line for line in reversed(lines) if _COUNT.search(line)), "")
@@ -198,9 +196,10 @@ def _side(name: str, root: Path, python: Path | None, args: str) -> Side:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options = _parser().parse_args(argv)
+    parser = _parser()
+    options = parser.parse_args(argv)
     if options.rounds < 1:
-        _parser().error("--rounds must be at least 1")
+        parser.error("--rounds must be at least 1")
     baseline = _side("baseline", options.baseline, options.baseline_python,
                      options.baseline_args)
     candidate = _side("candidate", options.candidate, options.candidate_python,
